@@ -1,0 +1,46 @@
+# The two commands of the quick start: `make run` and `make test`. Both set up .venv/ first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint verify bench browser clean
+
+# Re-install when the package metadata or the pins change (a stale venv is rebuilt in place).
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(VENV)/bin/ampquiz serve
+
+# The browser tests drive the system's Chromium (Playwright cannot download its own here).
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Chromium is missing: install Debian's 'chromium' package (sudo apt-get install chromium)"; exit 1; fi; }
+
+test: install browser
+	$(VENV)/bin/ampquiz lint questions/
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check app sandbox tests bench
+	$(VENV)/bin/ampquiz lint questions/
+
+verify: install
+	$(VENV)/bin/ampquiz verify questions/
+
+bench: install
+	$(PY) bench/sandbox_latency.py
+	$(PY) bench/explain_overhead.py
+	$(PY) bench/verify_bank.py
+	$(PY) bench/http.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache tests/output

@@ -1,0 +1,30 @@
+"""Resource limits for one sandboxed run. Units are in the field names, so a call site reads plainly."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float = 10.0
+    """Wall-clock time from the moment the snippet starts until the whole process group is killed."""
+    cpu_s: int = 10
+    """CPU seconds (RLIMIT_CPU); an infinite loop ends here even if the wall clock is generous."""
+    memory_bytes: int = 1 << 30
+    """Address-space cap on CPU runs (cgroup memory.max where writable, else RLIMIT_AS)."""
+    output_bytes: int = 64 * 1024
+    """Captured stdout and stderr, each; the rest is dropped and the run ends with `output_limit`."""
+    file_bytes: int = 16 * 1024 * 1024
+    """Largest file the snippet may write (RLIMIT_FSIZE)."""
+    processes: int = 32
+    """Processes and threads the run may hold at once (cgroup pids.max, else RLIMIT_NPROC)."""
+    open_files: int = 64
+    """File descriptors (RLIMIT_NOFILE)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Limits":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

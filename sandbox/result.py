@@ -1,0 +1,82 @@
+"""What one run produced, as plain data that serialises to JSON (the web, the CLI and verify read it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable"]
+
+STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable")
+
+
+@dataclass
+class ExceptionInfo:
+    type: str
+    """Qualified name as a learner would write it: `AssertionError`, `torch.OutOfMemoryError`."""
+    message: str
+    traceback: str
+    """Only the snippet's own frames, so the learner is not shown sandbox internals."""
+    line: int | None = None
+    """Line of the snippet where the exception surfaced (1-based), when it came from the snippet."""
+    source_line: str | None = None
+
+
+@dataclass
+class WarningInfo:
+    category: str
+    message: str
+    line: int | None = None
+
+
+@dataclass
+class Environment:
+    torch_version: str = ""
+    device_kind: str = "cpu"
+    """`cpu` or `cuda`: where `requires: any` code ends up running."""
+    device_name: str = ""
+    cuda_version: str | None = None
+    python_version: str = ""
+    protections: list[str] = field(default_factory=list)
+    """Isolation features active for this run (for example `net-namespace`, `cgroup-memory`)."""
+
+
+@dataclass
+class RunResult:
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    exception: ExceptionInfo | None = None
+    warnings: list[WarningInfo] = field(default_factory=list)
+    duration_ms: float = 0.0
+    environment: Environment = field(default_factory=Environment)
+    message: str = ""
+    """Why the run ended the way it did, in a sentence, for every status but `ok`."""
+    explanation: dict[str, Any] | None = None
+    """Filled when the run was asked to explain itself (see sandbox.explain)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunResult":
+        exc = data.get("exception")
+        return cls(
+            status=data["status"],
+            stdout=data.get("stdout", ""),
+            stderr=data.get("stderr", ""),
+            exception=ExceptionInfo(**exc) if exc else None,
+            warnings=[WarningInfo(**w) for w in data.get("warnings", [])],
+            duration_ms=data.get("duration_ms", 0.0),
+            environment=Environment(**data.get("environment", {})),
+            message=data.get("message", ""),
+            explanation=data.get("explanation"),
+        )
