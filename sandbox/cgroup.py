@@ -1,0 +1,162 @@
+"""A per-run control group capping memory and process count, where the host lets us write one.
+
+Supports the unified hierarchy (cgroup v2) and the legacy `memory` + `pids` controllers (v1).
+A cgroup is the only cap that also covers processes the snippet spawns, and the only reliable
+way to find and kill all of them when there is no pid namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+def _own_path(controller: str | None) -> str | None:
+    """This process's cgroup path for a v1 controller, or the v2 path when controller is None."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller is None and controllers == "":
+                return path
+            if controller and controller in controllers.split(","):
+                return path
+    except OSError:
+        pass
+    return None
+
+
+def _writable_dir(base: Path) -> Path | None:
+    probe = base / f"ampquiz-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+        return base
+    except OSError:
+        return None
+
+
+class RunCgroup:
+    """The cgroup(s) of one run: `dirs` maps a role (`memory`, `pids`, or `unified`) to its folder."""
+
+    def __init__(self, dirs: dict[str, Path]) -> None:
+        self.dirs = dirs
+
+    @property
+    def features(self) -> list[str]:
+        out = []
+        if "unified" in self.dirs or "memory" in self.dirs:
+            out.append("cgroup-memory")
+        if "unified" in self.dirs or "pids" in self.dirs:
+            out.append("cgroup-pids")
+        return out
+
+    def add(self, pid: int) -> None:
+        for d in self.dirs.values():
+            (d / "cgroup.procs").write_text(str(pid))
+
+    def set_limits(self, memory_bytes: int, processes: int) -> None:
+        for role, d in self.dirs.items():
+            try:
+                if role == "unified":
+                    (d / "memory.max").write_text(str(memory_bytes))
+                    (d / "memory.swap.max").write_text("0")
+                    (d / "pids.max").write_text(str(processes))
+                elif role == "memory":
+                    (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
+                elif role == "pids":
+                    (d / "pids.max").write_text(str(processes))
+            except OSError:
+                pass
+
+    def oom_killed(self) -> bool:
+        for role, d in self.dirs.items():
+            try:
+                if role == "unified":
+                    events = dict(line.split() for line in (d / "memory.events").read_text().splitlines())
+                    if int(events.get("oom_kill", 0)) > 0:
+                        return True
+                elif role == "memory":
+                    for line in (d / "memory.oom_control").read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and int(value) > 0:
+                            return True
+            except (OSError, ValueError):
+                pass
+        return False
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for d in self.dirs.values():
+            try:
+                found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def kill_all(self) -> None:
+        for role, d in self.dirs.items():
+            if role == "unified":
+                try:
+                    (d / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.002)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for d in self.dirs.values():
+            for _ in range(100):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.005)
+
+
+class CgroupFactory:
+    """Finds, once, where this host lets us create cgroups, then makes one per run."""
+
+    def __init__(self) -> None:
+        self.bases: dict[str, Path] = {}
+        unified = _own_path(None)
+        if (ROOT / "cgroup.controllers").exists() and unified is not None:
+            base = _writable_dir(ROOT / unified.lstrip("/"))
+            if base is not None:
+                self.bases["unified"] = base
+        if not self.bases:
+            for controller in ("memory", "pids"):
+                own = _own_path(controller)
+                if own is not None and (ROOT / controller).is_dir():
+                    base = _writable_dir(ROOT / controller / own.lstrip("/"))
+                    if base is not None:
+                        self.bases[controller] = base
+
+    @property
+    def available(self) -> bool:
+        return bool(self.bases)
+
+    def create(self, name: str) -> RunCgroup | None:
+        dirs = {}
+        for role, base in self.bases.items():
+            d = base / name
+            try:
+                d.mkdir(exist_ok=True)
+                dirs[role] = d
+            except OSError:
+                pass
+        return RunCgroup(dirs) if dirs else None

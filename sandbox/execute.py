@@ -1,0 +1,143 @@
+"""Run one snippet inside the current (already isolated) process and describe what happened.
+
+This is the only place untrusted code is executed. It records what a learner needs: the exception
+limited to the snippet's own frames, the warnings with the snippet line that caused them, and, when
+asked, the explanation of every torch call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import linecache
+import sys
+import traceback
+import warnings
+from typing import Any
+
+SNIPPET = "<snippet>"
+MAX_WARNINGS = 50
+
+# Messages by which torch says "this needs a GPU" on a CPU-only host: reported as `unavailable`.
+_NO_CUDA = (
+    "Torch not compiled with CUDA enabled",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+    "CUDA driver initialization failed",
+)
+_OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
+
+
+def snippet_line() -> int | None:
+    """The innermost line of the snippet on the current stack (where a warning or op came from)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == SNIPPET:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _qualified(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+
+
+def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET]
+    line = frames[-1].lineno if frames else None
+    if isinstance(exc, SyntaxError) and exc.filename == SNIPPET:
+        line = exc.lineno
+    text = "".join(traceback.format_list(frames)) if frames else ""
+    text = "Traceback (most recent call last):\n" + text if frames else ""
+    text += "".join(traceback.format_exception_only(type(exc), exc))
+    source = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    return {
+        "type": _qualified(exc),
+        "message": str(exc),
+        "traceback": text,
+        "line": line,
+        "source_line": source,
+    }
+
+
+class WarningRecorder:
+    """Collects warnings as data (category, message, snippet line), folding repeats."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self._seen: set[tuple[str, str, int | None]] = set()
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        where = lineno if filename == SNIPPET else snippet_line()
+        key = (category.__name__, str(message), where)
+        if key in self._seen or len(self.items) >= MAX_WARNINGS:
+            return
+        self._seen.add(key)
+        self.items.append({"category": category.__name__, "message": str(message), "line": where})
+
+
+def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tuple[str, str]:
+    """Status and a one-sentence message for a run that finished in-process."""
+    if exc is None:
+        return "ok", ""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code in (None, 0):
+            return "ok", "The snippet called sys.exit(0)."
+        return "error", f"The snippet called sys.exit({code!r})."
+    text = f"{exception['type']}: {exception['message']}" if exception else repr(exc)
+    if isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and any(s in str(exc) for s in _OUT_OF_MEMORY)
+    ):
+        return "memory", f"The snippet ran out of its memory allowance ({text.splitlines()[0]})."
+    if any(s in str(exc) for s in _NO_CUDA):
+        return "unavailable", "This snippet needs a CUDA GPU, and this sandbox has none (CPU-only host)."
+    where = f" on line {exception['line']}" if exception and exception.get("line") else ""
+    return "error", f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."
+
+
+def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
+    """Execute `code` as `__main__`; returns the in-process part of a RunResult as a dict."""
+    lines = code.splitlines()
+    linecache.cache[SNIPPET] = (len(code), None, [ln + "\n" for ln in lines], SNIPPET)
+    recorder = WarningRecorder()
+    warnings.resetwarnings()
+    warnings.simplefilter("always")
+    warnings.showwarning = recorder
+    explainer = None
+    error: BaseException | None = None
+    globs: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "__file__": SNIPPET}
+    try:
+        compiled = compile(code, SNIPPET, "exec")
+        if explain:
+            from sandbox.explain import Explainer
+
+            explainer = Explainer(filename=SNIPPET)
+            with explainer:
+                exec(compiled, globs)
+        else:
+            exec(compiled, globs)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are results too
+        error = exc
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
+    status, message = classify(exception, error)
+    report = None
+    if explainer is not None:
+        try:
+            report = explainer.report(exception=error)
+        except Exception as exc:  # noqa: BLE001 - an explanation bug must not hide the run
+            report = {"summary": [f"The explanation could not be built: {exc!r}"], "ops": [], "scaler": [], "hazards": []}
+    return {
+        "status": status,
+        "message": message,
+        "exception": exception,
+        "warnings": recorder.items,
+        "explanation": report,
+    }

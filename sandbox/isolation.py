@@ -1,0 +1,188 @@
+"""Linux isolation for one run: namespaces, private mounts, an unprivileged uid, rlimits.
+
+Every step is best-effort: a host that refuses one (an unprivileged container, say) keeps the
+others, and the names of the protections that took effect are reported with each run, so nobody
+believes in a wall that isn't there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+from pathlib import Path
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
+
+NAMESPACES = {
+    "net-namespace": CLONE_NEWNET,
+    "pid-namespace": CLONE_NEWPID,
+    "mount-namespace": CLONE_NEWNS,
+    "ipc-namespace": CLONE_NEWIPC,
+    "uts-namespace": CLONE_NEWUTS,
+}
+
+# Environment a snippet sees: nothing of the server's (its secrets, its database URL).
+SAFE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl")
+
+
+def enter_namespaces() -> list[str]:
+    """Unshare what the host allows, one namespace at a time; returns the names that took effect.
+
+    Called in the keeper, before it forks the runner: the runner becomes pid 1 of the new pid
+    namespace, so when it dies the kernel kills every process the snippet left behind.
+    """
+    active = []
+    for name, flag in NAMESPACES.items():
+        try:
+            unshare(flag)
+            active.append(name)
+        except OSError:
+            pass
+    if "mount-namespace" in active:
+        try:  # keep our mounts from propagating back to the host
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+        except OSError:
+            active.remove("mount-namespace")
+    return active
+
+
+def _hide_dir(path: str, keep: list[str]) -> None:
+    """Cover `path` with an empty tmpfs, re-exposing the `keep` paths below it (the interpreter, torch)."""
+    fds = []
+    for k in keep:
+        try:
+            fds.append((k, os.open(k, os.O_PATH)))
+        except OSError:
+            pass
+    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+    for k, fd in fds:
+        os.makedirs(k, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", k, None, MS_BIND | MS_REC)
+        mount(None, k, None, MS_BIND | MS_REC | MS_RDONLY | 0x20)  # 0x20 = MS_REMOUNT
+        os.close(fd)
+
+
+def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes: int) -> list[str]:
+    """In the runner (pid 1 of its namespace): fresh /proc, private tmp dirs, hidden secrets."""
+    done = []
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
+        done.append("private-proc")
+    except OSError:
+        pass
+    for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(tmp):
+            try:
+                mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
+            except OSError:
+                continue
+    os.makedirs(workdir, exist_ok=True)
+    done.append("private-tmp")
+    hidden = 0
+    for path in hide:
+        try:
+            if os.path.isdir(path):
+                inside = [k for k in keep if k == path or k.startswith(path.rstrip("/") + "/")]
+                _hide_dir(path, inside)
+            elif os.path.exists(path):
+                mount("/dev/null", path, None, MS_BIND)
+            hidden += 1
+        except OSError:
+            pass
+    if hidden:
+        done.append("hidden-paths")
+    return done
+
+
+def drop_privileges(uid: int) -> bool:
+    """Become an unprivileged uid with no groups; as a non-root user there is nothing to drop."""
+    try:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        pass
+    if os.geteuid() != 0:
+        return False
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    return True
+
+
+def apply_rlimits(*, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None) -> None:
+    def cap(which: int, value: int) -> None:
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value if which != resource.RLIMIT_CPU else value + 1))
+
+    cap(resource.RLIMIT_CPU, cpu_s)
+    cap(resource.RLIMIT_FSIZE, file_bytes)
+    cap(resource.RLIMIT_NOFILE, open_files)
+    cap(resource.RLIMIT_NPROC, processes)
+    cap(resource.RLIMIT_CORE, 0)
+    if memory_bytes is not None:
+        # The forked image already maps torch; the cap is what the snippet may add on top of it.
+        cap(resource.RLIMIT_AS, current_vm_bytes() + memory_bytes)
+
+
+def current_vm_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def close_fds(keep: set[int]) -> None:
+    try:
+        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -1,0 +1,254 @@
+"""The zygote: one process that imports torch once, then forks a fresh, isolated process per run.
+
+Started by `sandbox.pool.Sandbox` as `python -m sandbox.zygote FD CONFIG_JSON`, FD being its
+control socket. It never runs a tensor op nor touches CUDA, so every fork starts clean (a child of a
+process that initialised CUDA could not use it). For each `spawn` request it forks a *keeper*:
+
+    zygote ── keeper (root; new namespaces; its own cgroup) ── runner (pid 1 of the new pid namespace)
+
+The runner prepares its private filesystem and waits; when the pool sends code it drops to an
+unprivileged uid, applies rlimits and runs the snippet once, then exits. The keeper only waits for
+the runner and reports how it ended (a signal, `os._exit`), which the runner cannot report itself.
+When the runner dies, the kernel kills everything left in its pid namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from sandbox import isolation, wire
+from sandbox.cgroup import CgroupFactory
+
+WORKDIR = "/tmp/run"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _warm_imports() -> None:
+    """Import what snippets use, so a run never pays for it. No tensor op runs here."""
+    import torch  # noqa: F401
+    import torch.amp  # noqa: F401
+    import torch.nn  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+    import torch.optim  # noqa: F401
+    import torch.utils.checkpoint  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
+    import torch.overrides  # noqa: F401
+
+    import sandbox.execute  # noqa: F401
+
+    try:
+        import sandbox.explain  # noqa: F401
+    except ImportError:
+        pass
+
+
+def _environment(cuda: bool) -> dict[str, Any]:
+    import torch
+
+    return {
+        "torch_version": torch.__version__.split("+")[0],
+        "device_kind": "cuda" if cuda else "cpu",
+        "device_name": "" if cuda else _cpu_name(),
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+    }
+
+
+def _warm_up_runner(cuda: bool) -> str:
+    """First-op costs (kernels, allocator, CUDA context) paid in the prepared runner, before any code.
+
+    Runs only our own ops, touching no RNG, so the snippet sees the same state a cold process would.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    device = "cuda" if cuda else "cpu"
+    x = torch.ones(4, 4, device=device)
+    layer = torch.nn.Linear(4, 4, device=device)
+    with torch.no_grad():
+        with torch.autocast(device):
+            layer(x).float().sum().item()
+        (x @ x).half().float().sum().item()
+    if cuda:
+        torch.cuda.synchronize()
+        return torch.cuda.get_device_name(0)
+    return ""
+
+
+def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, protections: list[str]) -> None:
+    """Body of the runner process; never returns."""
+    try:
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        sys.stdout.reconfigure(line_buffering=True)
+        if "mount-namespace" in protections:
+            protections = protections + isolation.private_filesystem(
+                config["hide"], config["keep"], WORKDIR, config["tmp_bytes"]
+            )
+        else:
+            os.makedirs(WORKDIR, exist_ok=True)
+        uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
+        if os.geteuid() == 0:
+            os.chown(WORKDIR, uid, uid)
+        env = _environment(config["cuda"])
+        device_name = _warm_up_runner(config["cuda"])
+        if device_name:
+            env["device_name"] = device_name
+        wire.send(sock, {"type": "ready"})
+        request = wire.recv(sock)
+        if request is None:
+            os._exit(0)
+        limits = request["limits"]
+        cgroup = config.get("cgroup")
+        if cgroup:
+            from sandbox.cgroup import RunCgroup
+            from pathlib import Path
+
+            RunCgroup({k: Path(v) for k, v in cgroup.items()}).set_limits(limits["memory_bytes"], limits["processes"])
+        isolation.apply_rlimits(
+            cpu_s=limits["cpu_s"],
+            file_bytes=limits["file_bytes"],
+            open_files=limits["open_files"],
+            # NPROC counts every process of the uid: meaningful only for our private per-run uid.
+            processes=limits["processes"] if os.geteuid() == 0 else 1 << 20,
+            memory_bytes=None if config["cuda"] else limits["memory_bytes"],
+        )
+        if isolation.drop_privileges(uid):
+            protections.append("unprivileged-uid")
+        protections.append("rlimits")
+        os.chdir(WORKDIR)
+        os.environ.clear()
+        os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
+        isolation.close_fds({sock.fileno()})
+        from sandbox.execute import execute
+
+        started = time.perf_counter()
+        outcome = execute(request["code"], explain=request.get("explain", False))
+        outcome["duration_ms"] = (time.perf_counter() - started) * 1000
+        env["protections"] = protections
+        outcome["environment"] = env
+        outcome["type"] = "result"
+        wire.send(sock, outcome)
+    except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
+        try:
+            wire.send(sock, {"type": "crash", "message": f"sandbox runner failed: {exc!r}"})
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)
+
+
+def run_keeper(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory) -> None:
+    """Body of the keeper process; never returns."""
+    try:
+        os.setsid()
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
+        # A uid of its own per run: its process cap counts only its own processes, and it owns nothing.
+        config = {**config, "uid": config["uid_base"] + os.getpid() % 50000}
+        cg = cgroups.create(f"ampquiz-run-{os.getpid()}") if cgroups.available else None
+        if cg is not None:
+            try:
+                cg.add(os.getpid())
+                protections += cg.features
+                config = {**config, "cgroup": {k: str(v) for k, v in cg.dirs.items()}}
+            except OSError:
+                cg = None
+        protections += isolation.enter_namespaces()
+        pid = os.fork()
+        if pid == 0:
+            run_runner(config, sock, out_w, err_w, protections)
+        os.close(out_w)
+        os.close(err_w)
+        wire.send(sock, {"type": "hello", "runner_pid": pid, "cgroup": config.get("cgroup")})
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            wire.send(sock, {"type": "exit", "signal": os.WTERMSIG(status), "code": None})
+        else:
+            wire.send(sock, {"type": "exit", "signal": None, "code": os.WEXITSTATUS(status)})
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            wire.send(sock, {"type": "crash", "message": f"sandbox keeper failed: {exc!r}"})
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)
+
+
+def _reap(*_: Any) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    config = json.loads(sys.argv[2])
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # ask NVML, not the CUDA runtime: keep forks clean
+    import warnings
+
+    with warnings.catch_warnings():  # import-time notices (e.g. no NumPy) are not any snippet's
+        warnings.simplefilter("ignore")
+        _warm_imports()
+    import torch
+
+    config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
+    cgroups = CgroupFactory()
+    try:  # orphans of killed keepers are reparented here and reaped, never left as zombies
+        isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    except OSError:
+        pass
+    signal.signal(signal.SIGCHLD, _reap)
+    wire.send(control, {"type": "zygote", "environment": _environment(config["cuda"]), "cgroups": cgroups.available})
+    while True:
+        try:
+            request = wire.recv(control)
+        except InterruptedError:
+            continue
+        if request is None or request.get("type") == "stop":
+            break
+        parent_end, child_end = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            parent_end.close()
+            os.close(out_r)
+            os.close(err_r)
+            run_keeper(config, child_end, out_w, err_w, cgroups)
+        child_end.close()
+        os.close(out_w)
+        os.close(err_w)
+        wire.send(control, {"type": "spawned", "keeper_pid": pid}, fds=[parent_end.fileno(), out_r, err_r])
+        parent_end.close()
+        os.close(out_r)
+        os.close(err_r)
+
+
+if __name__ == "__main__":
+    main()
