@@ -417,11 +417,13 @@ class OpTracer:
             if first_tensor(out) is not None or name in BACKWARD_NAMES:
                 self._safe_record(call, before, out, None)
             if self.after_call is not None:
+                self.paused += 1
                 try:
-                    with self.pause():
-                        self.after_call(call, args, kwargs, out)
+                    self.after_call(call, args, kwargs, out)
                 except Exception as exc:
                     self.note_error(f"after {name}: {exc!r}")
+                finally:
+                    self.paused -= 1
         return out
 
     def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -478,11 +480,13 @@ class OpTracer:
         return device, on_here, other
 
     def _safe_record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
+        self.paused += 1
         try:
-            with self.pause():
-                self._record(call, before, out, exc)
+            self._record(call, before, out, exc)
         except Exception as err:
             self.note_error(f"recording {call.name}: {err!r}")
+        finally:
+            self.paused -= 1
 
     def _record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
         inputs, (device, autocast, other) = before

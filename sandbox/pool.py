@@ -51,7 +51,7 @@ class _Slot:
     err_fd: int
     runner_pid: int | None = None
     cgroup: dict[str, str] | None = None
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         for pid in (self.runner_pid, self.keeper_pid):
@@ -177,7 +177,7 @@ class Sandbox:
         """What isolation a run gets on this host; measured by preparing a runner."""
         slot = self._ready.get(timeout=self.start_timeout_s)
         self._ready.put(slot)
-        return list(slot.pending[0].get("protections", [])) if slot.pending else []
+        return list(slot.environment.get("protections", []))
 
     def _refill(self) -> None:
         """Keeps `workers` runners prepared; the only thread that talks to the zygote."""
@@ -214,6 +214,7 @@ class Sandbox:
                 slot.runner_pid = msg["runner_pid"]
                 slot.cgroup = msg.get("cgroup")
             elif msg["type"] == "ready":
+                slot.environment = msg["environment"]
                 break
         sock.settimeout(None)
         return slot
@@ -320,7 +321,7 @@ class Sandbox:
         stdout = streams[slot.out_fd].decode("utf-8", "replace")
         stderr = streams[slot.err_fd].decode("utf-8", "replace")
         base = result or {}
-        env = base.get("environment") or dict(self.environment, protections=slot.pending and [] or [])
+        env = base.get("environment") or slot.environment or self.environment
         out = RunResult(
             status=base.get("status", "killed"),
             stdout=stdout,
@@ -345,7 +346,7 @@ class Sandbox:
             out.message = f"Output was cut at {limits.output_bytes} bytes and the run was stopped."
         elif oom:
             out.status, out.message = "memory", f"Killed for using more than {limits.memory_bytes} bytes of memory."
-        elif result is None and sig == signal.SIGXCPU:
+        elif result is None and (sig == signal.SIGXCPU or (sig and (exit_info or {}).get("cpu_s", 0) >= limits.cpu_s)):
             out.status, out.message = "timeout", f"Stopped at the CPU-time limit of {limits.cpu_s} s."
         elif result is None:
             out.status = "killed"

@@ -113,7 +113,8 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         device_name = _warm_up_runner(config["cuda"])
         if device_name:
             env["device_name"] = device_name
-        wire.send(sock, {"type": "ready"})
+        env["protections"] = protections
+        wire.send(sock, {"type": "ready", "environment": env})
         request = wire.recv(sock)
         if request is None:
             os._exit(0)
@@ -144,7 +145,6 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         started = time.perf_counter()
         outcome = execute(request["code"], explain=request.get("explain", False))
         outcome["duration_ms"] = (time.perf_counter() - started) * 1000
-        env["protections"] = protections
         outcome["environment"] = env
         outcome["type"] = "result"
         wire.send(sock, outcome)
@@ -181,11 +181,12 @@ def run_keeper(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         os.close(out_w)
         os.close(err_w)
         wire.send(sock, {"type": "hello", "runner_pid": pid, "cgroup": config.get("cgroup")})
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
+        cpu_s = usage.ru_utime + usage.ru_stime
         if os.WIFSIGNALED(status):
-            wire.send(sock, {"type": "exit", "signal": os.WTERMSIG(status), "code": None})
+            wire.send(sock, {"type": "exit", "signal": os.WTERMSIG(status), "code": None, "cpu_s": cpu_s})
         else:
-            wire.send(sock, {"type": "exit", "signal": None, "code": os.WEXITSTATUS(status)})
+            wire.send(sock, {"type": "exit", "signal": None, "code": os.WEXITSTATUS(status), "cpu_s": cpu_s})
     except BaseException as exc:  # noqa: BLE001
         try:
             wire.send(sock, {"type": "crash", "message": f"sandbox keeper failed: {exc!r}"})

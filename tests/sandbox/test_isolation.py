@@ -1,0 +1,230 @@
+"""What a snippet must not be able to do. Each test is a real run, then a normal run that still works."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sandbox import Limits, Sandbox
+from tests.sandbox.conftest import SECRET_ENV, assert_still_works
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(sb: Sandbox, code: str, **limits):
+    return sb.run(textwrap.dedent(code), limits=Limits(**limits) if limits else None)
+
+
+def test_cant_reach_network(sb: Sandbox) -> None:
+    r = run(sb, """
+        import socket
+        for host, port in [("127.0.0.1", 5432), ("127.0.0.1", 6379), ("8.8.8.8", 53)]:
+            try:
+                socket.create_connection((host, port), timeout=2).close()
+                print("connected", host, port)
+            except OSError as e:
+                print("refused", host, port)
+    """)
+    assert r.status == "ok", r
+    assert "connected" not in r.stdout
+    assert r.stdout.count("refused") == 3
+    assert_still_works(sb)
+
+
+def test_cant_read_server_environment(sb: Sandbox) -> None:
+    assert os.environ[SECRET_ENV] == "hunter2"
+    r = run(sb, f"""
+        import os, glob
+        print(os.environ.get("{SECRET_ENV}"))
+        leaked = []
+        for path in glob.glob("/proc/*/environ"):
+            try:
+                if b"hunter2" in open(path, "rb").read():
+                    leaked.append(path)
+            except OSError:
+                pass
+        print(leaked)
+    """)
+    assert r.status == "ok", r
+    assert r.stdout == "None\n[]\n"
+    assert_still_works(sb)
+
+
+def test_cant_read_database_or_config_files(sb: Sandbox, secret_dir: Path) -> None:
+    targets = [secret_dir / "ampquiz.db", secret_dir / "config.env", REPO / "pyproject.toml"]
+    r = run(sb, f"""
+        for path in {[str(t) for t in targets]!r}:
+            try:
+                print(open(path).read()[:20])
+            except OSError as e:
+                print("hidden", type(e).__name__)
+    """)
+    assert r.status == "ok", r
+    assert "hunter2" not in r.stdout and "learner" not in r.stdout and "[project]" not in r.stdout
+    assert r.stdout.count("hidden") == 3
+    assert_still_works(sb)
+
+
+def test_cant_leave_files_for_next_run(sb: Sandbox) -> None:
+    first = run(sb, """
+        import os
+        for path in ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/var/tmp/left.txt"]:
+            try:
+                open(path, "w").write("x")
+            except OSError:
+                pass
+        print(os.getcwd())
+    """)
+    assert first.status == "ok", first
+    second = run(sb, """
+        import os
+        print([p for p in ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/var/tmp/left.txt"] if os.path.exists(p)])
+    """)
+    assert second.stdout == "[]\n", second
+
+
+def test_cant_write_outside_private_dirs(sb: Sandbox) -> None:
+    r = run(sb, """
+        for path in ["/etc/ampquiz-owned", "/usr/lib/ampquiz-owned"]:
+            try:
+                open(path, "w").write("x")
+                print("wrote", path)
+            except OSError:
+                print("denied")
+    """)
+    assert r.stdout == "denied\ndenied\n", r
+    assert not Path("/etc/ampquiz-owned").exists()
+
+
+def test_infinite_loop_stopped_at_cpu_limit(sb: Sandbox) -> None:
+    r = run(sb, "while True:\n    pass\n", cpu_s=1, wall_s=20)
+    assert r.status == "timeout", r
+    assert "CPU" in r.message
+    assert r.duration_ms < 10_000
+    assert_still_works(sb)
+
+
+def test_sleep_stopped_at_wall_time(sb: Sandbox) -> None:
+    r = run(sb, "import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')", wall_s=1)
+    assert r.status == "timeout", r
+    assert "wall-time" in r.message
+    assert r.stdout == "before\n"
+    assert r.duration_ms < 3_000
+    assert_still_works(sb)
+
+
+def test_fork_bomb_contained(sb: Sandbox) -> None:
+    r = run(sb, """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """, wall_s=3, processes=16)
+    assert r.status in ("timeout", "error", "killed"), r
+    assert_still_works(sb)
+    assert _processes_of_uid_range() == []
+
+
+def _processes_of_uid_range() -> list[int]:
+    """Host pids still running as a sandbox run's uid (200000 and up)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if int(uid_line.split()[1]) >= 200000:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["x = bytearray(4 << 30)", "import torch\nx = torch.empty(2**31)"],
+    ids=["bytearray", "torch.empty"],
+)
+def test_memory_bomb_stopped_with_memory(sb: Sandbox, code: str) -> None:
+    r = run(sb, code, memory_bytes=512 << 20)
+    assert r.status == "memory", r
+    assert_still_works(sb)
+
+
+def test_stdout_flood_cut_at_output_bytes(sb: Sandbox) -> None:
+    r = run(sb, "while True:\n    print('x' * 100)\n", output_bytes=10_000, wall_s=10)
+    assert r.status == "output_limit", r
+    assert 0 < len(r.stdout) <= 10_000
+    assert_still_works(sb)
+
+
+def test_huge_file_write_stopped(sb: Sandbox) -> None:
+    r = run(sb, """
+        with open("big.bin", "wb") as f:
+            for _ in range(200):
+                f.write(b"0" * (1 << 20))
+    """, file_bytes=1 << 20)
+    assert r.status == "error", r
+    assert "File too large" in r.exception.message
+    assert_still_works(sb)
+
+
+def test_kill_everything_harms_nothing_outside_the_run(sb: Sandbox) -> None:
+    probe = sb.run("print('probe')")
+    # os.kill(-1, 9) as root outside a pid namespace would kill every process on the machine.
+    assert "pid-namespace" in probe.environment.protections, "no pid namespace here: refusing to run kill(-1)"
+    r = run(sb, """
+        import os, signal
+        try:
+            os.kill(-1, signal.SIGKILL)
+            print("sent")
+        except ProcessLookupError:
+            print("no other process visible")
+    """)
+    assert r.status == "ok" and r.stdout == "no other process visible\n", r
+    r = run(sb, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('still here')")
+    assert r.status in ("ok", "killed"), r
+    assert os.getppid() > 1  # this test process and its parent are alive
+    assert_still_works(sb)
+
+
+def test_double_forked_setsid_child_ignoring_sigterm_is_gone_after_run(sb: Sandbox) -> None:
+    r = run(sb, """
+        import os, signal
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                os.execv("/bin/sleep", ["sleep", "987654"])
+            os._exit(0)
+        print("parent done")
+    """)
+    assert r.status == "ok", r
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                assert b"987654" not in (entry / "cmdline").read_bytes()
+            except OSError:
+                pass
+    assert_still_works(sb)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "words"),
+    [
+        ("import os\nos._exit(3)", "killed", "code 3"),
+        ("import sys\nsys.exit(2)", "error", "sys.exit(2)"),
+        ("import ctypes\nctypes.string_at(0)", "killed", "segmentation fault"),
+        ("raise KeyboardInterrupt", "error", "KeyboardInterrupt"),
+    ],
+    ids=["os._exit", "SystemExit", "segfault", "KeyboardInterrupt"],
+)
+def test_abrupt_endings_are_reported_not_pool_crashes(sb: Sandbox, code: str, status: str, words: str) -> None:
+    r = run(sb, code)
+    assert r.status == status, r
+    assert words in (r.message + (r.exception.type if r.exception else ""))
+    assert_still_works(sb)

@@ -1,0 +1,69 @@
+"""What a run reports: output, exceptions limited to the snippet, warnings, environment, JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sandbox import RunResult, Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_output_and_environment(sb: Sandbox) -> None:
+    r = sb.run("import torch\nwith torch.autocast('cpu', dtype=torch.float16):\n    print(torch.nn.Linear(2, 2)(torch.ones(1, 2)).dtype)")
+    assert r.status == "ok" and r.stdout == "torch.float16\n"
+    import torch
+
+    assert r.environment.torch_version == torch.__version__.split("+")[0]
+    assert r.environment.device_kind == "cpu"
+    assert r.duration_ms > 0
+
+
+def test_exception_shows_only_the_snippet_frames(sb: Sandbox) -> None:
+    r = sb.run("import torch\n\ntorch.mm(torch.ones(2, 2), torch.ones(2, 2).half())\n")
+    assert r.status == "error"
+    assert r.exception.type == "RuntimeError"
+    assert "same dtype" in r.exception.message
+    assert r.exception.line == 3
+    assert r.exception.source_line.startswith("torch.mm(")
+    assert "sandbox" not in r.exception.traceback  # no frames of our own machinery
+    assert '"<snippet>", line 3' in r.exception.traceback
+
+
+def test_syntax_error_points_at_line(sb: Sandbox) -> None:
+    r = sb.run("x = 1\nif x\n    print(x)\n")
+    assert r.status == "error" and r.exception.type == "SyntaxError" and r.exception.line == 2
+
+
+def test_deprecation_warnings_are_captured_with_their_line(sb: Sandbox) -> None:
+    r = sb.run("import torch\n\nscaler = torch.cuda.amp.GradScaler()\n")
+    cats = {(w.category, w.line) for w in r.warnings}
+    assert ("FutureWarning", 3) in cats, r.warnings
+    assert any("torch.amp.GradScaler('cuda', args...)" in w.message for w in r.warnings)
+
+
+def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
+    r = sb.run("import torch\nprint(torch.ones(1).cuda())", device="cuda")
+    assert r.status == "unavailable" and "CUDA" in r.message
+    r = sb.run("import torch\nprint(torch.ones(1).cuda())")
+    assert r.status == "unavailable" and "CUDA" in r.message and r.stdout == ""
+
+
+def test_result_round_trips_through_json(sb: Sandbox) -> None:
+    r = sb.run("import warnings\nwarnings.warn('careful')\nprint('hi')\n1/0")
+    again = RunResult.from_dict(json.loads(r.to_json()))
+    assert again == r
+
+
+def test_sandbox_package_never_imports_app() -> None:
+    for path in (REPO / "sandbox").glob("*.py"):
+        for line in path.read_text().splitlines():
+            assert not line.lstrip().startswith(("import app", "from app")), f"{path.name}: {line}"
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, sandbox, sandbox.zygote, sandbox.execute; print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))"],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    )
+    assert out.stdout.strip() == "[]"
