@@ -138,7 +138,7 @@ class HazardChecker:
         biggest = float(ref[mask].abs().max())
         self._add(
             "overflow", func, call, dt,
-            f"in {dtype_name(dt)} overflowed: finite inputs gave inf/NaN in {count} of "
+            f"overflowed in {dtype_name(dt)}: finite inputs gave inf/NaN in {count} of "
             f"{out.numel()} values (float32 gives up to {_fmt(biggest)}; "
             f"{dtype_name(dt)} max is {_fmt(torch.finfo(dt).max)})",
         )
@@ -163,7 +163,7 @@ class HazardChecker:
         tiny = torch.finfo(dt).smallest_normal * torch.finfo(dt).eps  # smallest subnormal
         self._add(
             "underflow", func, call, dt,
-            f"in {dtype_name(dt)} underflowed: {count} of {out.numel()} non-zero values became "
+            f"underflowed in {dtype_name(dt)}: {count} of {out.numel()} non-zero values became "
             f"exactly 0 (e.g. {_fmt(example)} -> 0; the smallest {dtype_name(dt)} is "
             f"{_fmt(tiny)})",
         )
@@ -187,7 +187,7 @@ class HazardChecker:
         out32 = out.float()
         # the result kept the larger input's value although float32 says it should have moved
         pairs = [(a32, step)] + ([(step, a32)] if kind == _ADD else [])
-        for big, small in pairs:
+        for big, _small in pairs:
             mask = (out32 == big) & (ref != big) & torch.isfinite(big) & (big != 0)
             count = int(mask.sum())
             if count:
@@ -202,7 +202,7 @@ class HazardChecker:
         spacing = torch.finfo(dt).eps * abs(a_ex)
         self._add(
             "absorption", func, call, dt,
-            f"in {dtype_name(dt)} absorbed the smaller operand: {count} of {out.numel()} values "
+            f"lost the smaller operand in {dtype_name(dt)} (absorption): {count} of {out.numel()} values "
             f"stayed equal to the larger input (e.g. {_fmt(a_ex)} {sign} {_fmt(abs(b_ex))} = "
             f"{_fmt(a_ex)}, because {dtype_name(dt)} values near {_fmt(abs(a_ex))} are "
             f"{_fmt(spacing)} apart)",
