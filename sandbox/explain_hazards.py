@@ -64,6 +64,9 @@ def _mutates_self(func: Any) -> bool:
 
 
 def _fmt(x: float) -> str:
+    """Whole numbers in full (65504, 65536), others with four significant digits."""
+    if x == x and abs(x) < 1e7 and float(x).is_integer():
+        return str(int(x))
     return f"{x:.4g}"
 
 

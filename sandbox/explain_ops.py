@@ -219,9 +219,7 @@ def _describe(x: Any) -> tuple[str, tuple[int, ...], str | None] | None:
         return None
     if isinstance(x, float):
         return "python float", (), None
-    if isinstance(x, int):
-        return "python int", (), None
-    return None
+    return None  # Python ints are mostly sizes and dims; they never change a float dtype
 
 
 def _inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, tuple[int, ...], str | None]]:

@@ -52,8 +52,10 @@ class _Slot:
     runner_pid: int | None = None
     cgroup: dict[str, str] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
 
-    def close(self) -> None:
+    def kill(self) -> None:
+        """Kill the run and everything it started (the runner is pid 1 of its namespace)."""
         for pid in (self.runner_pid, self.keeper_pid):
             if pid:
                 try:
@@ -64,6 +66,13 @@ class _Slot:
             os.killpg(self.keeper_pid, signal.SIGKILL)
         except OSError:
             pass
+
+    def close(self) -> None:
+        """Kill, remove the cgroup, release descriptors. Idempotent: fd numbers get reused."""
+        if self.closed:
+            return
+        self.closed = True
+        self.kill()
         if self.cgroup:
             from sandbox.cgroup import RunCgroup
 
@@ -111,6 +120,8 @@ class Sandbox:
         self._busy = threading.BoundedSemaphore(workers)
         self._closing = threading.Event()
         self._refiller: threading.Thread | None = None
+        self._graveyard: queue.Queue[_Slot | None] = queue.Queue()
+        self._undertaker: threading.Thread | None = None
         self.environment: dict[str, Any] = {}
         self.cgroups = False
 
@@ -139,6 +150,8 @@ class Sandbox:
         self.cgroups = hello["cgroups"]
         self._refiller = threading.Thread(target=self._refill, name="sandbox-refill", daemon=True)
         self._refiller.start()
+        self._undertaker = threading.Thread(target=self._bury, name="sandbox-cleanup", daemon=True)
+        self._undertaker.start()
         for _ in range(self.workers):
             self._wanted.release()
         return self
@@ -152,6 +165,9 @@ class Sandbox:
             self._refiller.join(timeout=5)
         while not self._ready.empty():
             self._ready.get_nowait().close()
+        self._graveyard.put(None)
+        if self._undertaker:
+            self._undertaker.join(timeout=10)
         try:
             assert self._control is not None
             wire.send(self._control, {"type": "stop"})
@@ -194,6 +210,10 @@ class Sandbox:
                 self._wanted.release()
                 continue
             self._ready.put(slot)
+
+    def _bury(self) -> None:
+        while (slot := self._graveyard.get()) is not None:
+            slot.close()
 
     def _spawn(self) -> _Slot:
         assert self._control is not None
@@ -243,7 +263,8 @@ class Sandbox:
             try:
                 return self._execute(slot, code, limits, explain)
             finally:
-                slot.close()
+                # Tearing down (kill, cgroup removal) is off the learner's clock.
+                self._graveyard.put(slot)
 
     async def run_async(self, code: str, limits: Limits | None = None, **kwargs: Any) -> RunResult:
         import asyncio
@@ -267,14 +288,18 @@ class Sandbox:
         try:
             while exit_info is None or open_streams:
                 timeout = deadline - time.perf_counter()
-                if exit_info is not None:
+                if result is not None:
+                    # The runner flushed its output before reporting, so what it printed is already
+                    # in the pipes: drain that and return without waiting for the process to exit.
+                    timeout = 0
+                elif exit_info is not None:
                     timeout = min(timeout, 0.2)  # the run is over: only drain what is already written
-                if timeout <= 0:
+                if timeout <= 0 and result is None:
                     if exit_info is None:
                         ended_by = "timeout"
                     break
-                events = sel.select(timeout)
-                if not events and exit_info is not None:
+                events = sel.select(max(timeout, 0))
+                if not events and (exit_info is not None or result is not None):
                     break
                 for key, _ in events:
                     if key.fileobj is slot.sock:
@@ -304,7 +329,7 @@ class Sandbox:
         finally:
             sel.close()
         if ended_by:
-            slot.close()  # kill now, before reading status files
+            slot.kill()  # now, before reading status files
         duration_ms = (time.perf_counter() - started) * 1000
         return self._result(slot, limits, result, exit_info, ended_by, streams, duration_ms)
 
