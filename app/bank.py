@@ -140,7 +140,10 @@ def _parse(text: str, path: str) -> tuple[_Parsed | None, list[Problem]]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = " ".join(filter(None, [exc.context, exc.problem]))
+        context = exc.context
+        if context and exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+            context += f" (opened at line {exc.context_mark.line + 1})"  # where the author must look
+        what = " ".join(filter(None, [context, exc.problem]))
         return None, [Problem(path, line, col, f"YAML syntax error: {what}")]
     except yaml.YAMLError as exc:
         return None, [Problem(path, 1, 1, f"YAML error: {exc}")]
