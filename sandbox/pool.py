@@ -196,39 +196,56 @@ class Sandbox:
         return list(slot.environment.get("protections", []))
 
     def _refill(self) -> None:
-        """Keeps `workers` runners prepared; the only thread that talks to the zygote."""
+        """Keeps `workers` runners prepared; the only thread that talks to the zygote.
+
+        It only asks for the fork; each new runner prepares itself (namespaces, mounts, warm-up)
+        while the next is forked, and a short-lived thread waits for it to say it is ready.
+        """
         while True:
             self._wanted.acquire()
             if self._closing.is_set():
                 return
             try:
-                slot = self._spawn()
+                slot = self._fork_slot()
             except (OSError, ValueError, SandboxError):
                 if self._closing.is_set():
                     return
                 time.sleep(0.5)
                 self._wanted.release()
                 continue
+            threading.Thread(target=self._await_ready, args=(slot,), daemon=True).start()
+
+    def _await_ready(self, slot: _Slot) -> None:
+        try:
+            self._wait_until_ready(slot)
+        except (OSError, ValueError, SandboxError):
+            slot.close()
+            if not self._closing.is_set():
+                self._wanted.release()  # try again with a fresh one
+            return
+        if self._closing.is_set():
+            slot.close()
+        else:
             self._ready.put(slot)
 
     def _bury(self) -> None:
         while (slot := self._graveyard.get()) is not None:
             slot.close()
 
-    def _spawn(self) -> _Slot:
+    def _fork_slot(self) -> _Slot:
         assert self._control is not None
         wire.send(self._control, {"type": "spawn"})
         reply, fds = wire.recv_with_fds(self._control, 3)
         if reply is None or len(fds) != 3:
             raise SandboxError("the sandbox zygote stopped answering")
-        sock = socket.socket(fileno=fds[0])
-        slot = _Slot(reply["keeper_pid"], sock, fds[1], fds[2])
-        sock.settimeout(self.start_timeout_s)
-        # Wait until the runner is prepared, so a run never waits for set-up.
+        return _Slot(reply["keeper_pid"], socket.socket(fileno=fds[0]), fds[1], fds[2])
+
+    def _wait_until_ready(self, slot: _Slot) -> None:
+        """Until the runner is prepared, so a run never waits for set-up."""
+        slot.sock.settimeout(self.start_timeout_s)
         while True:
-            msg = wire.recv(sock)
+            msg = wire.recv(slot.sock)
             if msg is None or msg["type"] == "crash":
-                slot.close()
                 raise SandboxError(msg["message"] if msg else "a sandbox runner died while starting")
             if msg["type"] == "hello":
                 slot.runner_pid = msg["runner_pid"]
@@ -236,8 +253,7 @@ class Sandbox:
             elif msg["type"] == "ready":
                 slot.environment = msg["environment"]
                 break
-        sock.settimeout(None)
-        return slot
+        slot.sock.settimeout(None)
 
     # ---- running ---------------------------------------------------------------------------
 
