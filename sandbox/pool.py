@@ -8,6 +8,7 @@ background thread asks the zygote for the next one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import selectors
@@ -37,6 +38,14 @@ _SIGNAL_WORDS = {
     signal.SIGTERM: "SIGTERM",
     signal.SIGXCPU: "the CPU time limit (SIGXCPU)",
 }
+
+
+# Every protection a fully privileged Linux host gives a run; what is missing is said at start.
+ALL_PROTECTIONS = (
+    "net-namespace", "pid-namespace", "mount-namespace", "ipc-namespace", "private-proc",
+    "private-tmp", "hidden-paths", "unprivileged-uid", "cgroup-memory", "cgroup-pids", "rlimits",
+)
+log = logging.getLogger("ampquiz.sandbox")
 
 
 class SandboxError(RuntimeError):
@@ -154,7 +163,18 @@ class Sandbox:
         self._undertaker.start()
         for _ in range(self.workers):
             self._wanted.release()
+        missing = self.missing_protections()
+        if missing:
+            log.warning(
+                "sandbox protections OFF on this host: %s (snippets still never run in this process)",
+                ", ".join(missing),
+            )
         return self
+
+    def missing_protections(self) -> list[str]:
+        """Protections this host refused (e.g. namespaces in an unprivileged container)."""
+        have = set(self.protections)
+        return [p for p in ALL_PROTECTIONS if p not in have]
 
     def close(self) -> None:
         if self._zygote is None:

@@ -115,6 +115,8 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         device_name = _warm_up_runner(config["cuda"])
         if device_name:
             env["device_name"] = device_name
+        # Applied when the code arrives (limits come with it), before any of it runs.
+        protections += ["rlimits"] + (["unprivileged-uid"] if os.geteuid() == 0 else [])
         env["protections"] = protections
         wire.send(sock, {"type": "ready", "environment": env})
         request = wire.recv(sock)
@@ -135,9 +137,7 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
             processes=limits["processes"] if os.geteuid() == 0 else 1 << 20,
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
         )
-        if isolation.drop_privileges(uid):
-            protections.append("unprivileged-uid")
-        protections.append("rlimits")
+        isolation.drop_privileges(uid)
         os.chdir(WORKDIR)
         os.environ.clear()
         os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
