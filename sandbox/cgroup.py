@@ -58,7 +58,19 @@ class RunCgroup:
         for d in self.dirs.values():
             (d / "cgroup.procs").write_text(str(pid))
 
+    def usage_bytes(self) -> int:
+        for role, d in self.dirs.items():
+            name = {"unified": "memory.current", "memory": "memory.usage_in_bytes"}.get(role)
+            if name:
+                try:
+                    return int((d / name).read_text())
+                except (OSError, ValueError):
+                    pass
+        return 0
+
     def set_limits(self, memory_bytes: int, processes: int) -> None:
+        """`memory_bytes` on top of what the prepared runner already holds (torch, a CUDA context)."""
+        memory_bytes += self.usage_bytes()
         for role, d in self.dirs.items():
             try:
                 if role == "unified":
