@@ -7,6 +7,7 @@ background thread asks the zygote for the next one.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -94,6 +95,29 @@ class _Slot:
                 pass
 
 
+class _FairGate:
+    """At most `n` holders, admitted in arrival order (a Semaphore lets a late caller barge in)."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._cond = threading.Condition()
+        self._queue: collections.deque[object] = collections.deque()
+
+    def __enter__(self) -> None:
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            self._cond.wait_for(lambda: self._free > 0 and self._queue[0] is ticket)
+            self._queue.popleft()
+            self._free -= 1
+            self._cond.notify_all()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+
 def default_hidden_paths() -> list[str]:
     """What a snippet must not read: the server's working tree (config, database), home folders."""
     return [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
@@ -126,7 +150,7 @@ class Sandbox:
         self._control: socket.socket | None = None
         self._ready: queue.Queue[_Slot] = queue.Queue()
         self._wanted = threading.Semaphore(0)
-        self._busy = threading.BoundedSemaphore(workers)
+        self._busy = _FairGate(workers)
         self._closing = threading.Event()
         self._refiller: threading.Thread | None = None
         self._graveyard: queue.Queue[_Slot | None] = queue.Queue()

@@ -1,0 +1,87 @@
+"""Spaced repetition of missed questions, scheduled by FSRS (the maintained `fsrs` package).
+
+A question enters the learner's review queue the first time they get it wrong. From then on a
+wrong answer rates the card `Again` and a right answer rates it `Good` — but only once the card is
+due: answering right a minute after being shown the answer is short-term memory, not recall, so
+it does not push the next review out. Pure functions over store rows; the clock is a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from fsrs import Card, Rating, Scheduler
+
+from app.store import Attempt, ReviewCard, ReviewUpdate, as_utc
+
+Status = Literal["new", "right", "wrong", "due"]
+STATUS_LABELS: dict[str, str] = {
+    "new": "new",
+    "right": "right",
+    "wrong": "wrong",
+    "due": "due for review",
+}
+
+_SCHEDULER = Scheduler(
+    desired_retention=0.9,
+    learning_steps=(timedelta(minutes=10),),
+    relearning_steps=(timedelta(minutes=10),),
+)
+
+
+def after_attempt(card: ReviewCard | None, correct: bool, now: datetime) -> ReviewUpdate | None:
+    """The card's next state after an attempt, or None when the schedule does not change."""
+    if card is None and correct:
+        return None  # never missed: nothing to review
+    if card is not None and correct and as_utc(card.due) > now:
+        return None  # right before it was due: practice, not a review
+    current = Card.from_json(card.card) if card is not None and card.card else Card(due=now)
+    updated, _log = _SCHEDULER.review_card(current, Rating.Good if correct else Rating.Again, now)
+    return ReviewUpdate(card_json=updated.to_json(), due=updated.due)
+
+
+def status(last: Attempt | None, card: ReviewCard | None, now: datetime) -> Status:
+    """What a set page shows for a question: new, right, wrong, or due for review."""
+    return status_of(last.correct if last else None, card.due_utc if card else None, now)
+
+
+def status_of(last_correct: bool | None, due: datetime | None, now: datetime) -> Status:
+    """The same from plain values: whether the last attempt was right, and when the card is due."""
+    if last_correct is None:
+        return "new"
+    if due is not None and due <= now:
+        return "due"
+    return "right" if last_correct else "wrong"
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    question_id: str
+    due: datetime
+    lapses: int
+    is_due: bool
+
+
+def queue(cards: dict[str, ReviewCard], now: datetime) -> list[QueueItem]:
+    """Every missed question, soonest due first (those due now lead)."""
+    items = [
+        QueueItem(c.question_id, c.due_utc, c.lapses, c.due_utc <= now) for c in cards.values()
+    ]
+    return sorted(items, key=lambda i: (i.due, i.question_id))
+
+
+def humanise_delta(moment: datetime, now: datetime) -> str:
+    """'now', 'in 10 minutes', 'in 3 days', '2 hours ago': how the queue says when."""
+    seconds = (moment - now).total_seconds()
+    future = seconds > 0
+    seconds = abs(seconds)
+    if seconds < 60:
+        return "now"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            text = f"{n} {unit}{'s' if n != 1 else ''}"
+            return f"in {text}" if future else f"{text} ago"
+    return "now"

@@ -1,0 +1,126 @@
+"""The server's settings, declared once: each has a default, help text and an `AMPQUIZ_*` variable.
+
+Read from the environment by `Settings.from_env()`; `ampquiz serve --help` and the README's table
+list them all (a test checks the README names every one). Nothing here is read at import time, so
+tests build as many variants of the app as they like.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "AMPQUIZ_"
+SECRET_FILE = "secret_key"
+
+
+class SettingsError(ValueError):
+    """A setting read from the environment is malformed; the message names the variable."""
+
+
+class Settings(BaseModel):
+    """Everything the server can be told. Field descriptions are the help text users read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str = Field(
+        "sqlite:///var/ampquiz.db",
+        description="SQLAlchemy URL of the database; the default SQLite file is relative to the "
+        "working directory, and its folder is created.",
+    )
+    bank: Path = Field(
+        Path("questions"), description="Folder (or one file) of question-set YAML files."
+    )
+    secret_key: str | None = Field(
+        None,
+        description="Key that signs the learner cookie; by default generated once and kept in a "
+        "`secret_key` file next to the database, so cookies survive restarts.",
+    )
+    sandbox_workers: int = Field(
+        2, ge=1, le=64, description="Snippets that run at once (warm sandbox processes)."
+    )
+    run_queue: int = Field(
+        16,
+        ge=0,
+        le=1000,
+        description="Runs that may wait for a free worker; beyond workers + queue a run gets 429 with Retry-After.",
+    )
+    max_code_bytes: int = Field(
+        20_000, ge=100, description="Largest snippet accepted, in bytes (beyond: 413)."
+    )
+    run_wall_s: float = Field(
+        10.0, gt=0, le=300, description="Wall-time limit of one snippet run, in seconds."
+    )
+    host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Defaults, then `AMPQUIZ_*` variables, then explicit overrides (command-line flags)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            raw = environ.get(cls.env_name(name))
+            if raw is not None and raw != "":
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            raise SettingsError(f"{cls.env_name(field)}: {err['msg']}") from None
+
+    # ---- derived --------------------------------------------------------------------------
+
+    def sqlite_path(self) -> Path | None:
+        """The database file, when the database is a SQLite file (None for memory or a server)."""
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.database_url)
+        if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+            return None
+        return Path(url.database)
+
+    def data_dir(self) -> Path:
+        """Where the server keeps its own files: the SQLite file's folder, else `var/`."""
+        db = self.sqlite_path()
+        return db.parent if db is not None else Path("var")
+
+    def resolved_secret_key(self) -> str:
+        """The configured key, or the one stored in the data folder (created on first use)."""
+        if self.secret_key:
+            return self.secret_key
+        folder = self.data_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / SECRET_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            key = path.read_text().strip()
+            if key:
+                return key
+            path.unlink()  # an empty file from a crash mid-write: start again
+            return self.resolved_secret_key()
+        with os.fdopen(fd, "w") as f:
+            key = secrets.token_urlsafe(32)
+            f.write(key + "\n")
+        return key
+
+
+def settings_table() -> str:
+    """The settings as a Markdown table (name, default, help), for the README and `serve --help`."""
+    rows = ["| Variable | Default | What it does |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = "(generated)" if name == "secret_key" else f"`{default}`"
+        rows.append(f"| `{Settings.env_name(name)}` | {shown} | {field.description} |")
+    return "\n".join(rows)

@@ -1,0 +1,326 @@
+"""HTTP latency of the web app next to the sandbox called directly, measured in one run.
+
+Starts `ampquiz serve` (a real uvicorn, temp SQLite file, the real bank) in a subprocess, then
+drives it with N concurrent clients (httpx, each with its own learner cookie):
+  - a question page (GET /questions/<id>): p50/p99 latency and requests/s;
+  - POST /api/run with a trivial snippet: p50/p99 and runs/s;
+next to `Sandbox.run` called directly from N threads (same workers, same snippet), in rounds
+that alternate with the HTTP ones; and once more with one client for both, to show the web's
+own overhead per run.
+
+Targets (2-core CPU, 20 clients): question page p99 < 50 ms; /api/run p50 within 15 ms of the
+direct Sandbox.run p50. Usage: `python bench/http.py [--clients 20] [--pages 2000] [--runs 400]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# Named http.py, this file's folder would shadow the standard library's `http` package when run as
+# a script: put the repository root on sys.path in its place.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+import httpx
+
+from bench._stats import line, p50, percentile
+
+SNIPPET = "print(1)\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(workdir: Path, workers: int, queue: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AMPQUIZ_DATABASE_URL": f"sqlite:///{workdir / 'ampquiz.db'}",
+        "AMPQUIZ_BANK": str(ROOT / "questions"),
+        "AMPQUIZ_PORT": str(port),
+        "AMPQUIZ_SANDBOX_WORKERS": str(workers),
+        "AMPQUIZ_RUN_QUEUE": str(queue),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--no-access-log", "--log-level", "warning"],
+        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("the server exited while starting")
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start in time")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class Connection:
+    """A minimal keep-alive HTTP/1.1 client (Content-Length bodies only), so the load generator
+    costs the server's 2 cores as little CPU as possible; httpx costs ~4 ms of CPU per request."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.cookie = b""
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: text/html,application/json\r\n".encode()
+        if self.cookie:
+            head += b"Cookie: " + self.cookie + b"\r\n"
+        if body:
+            head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        self.writer.write(head + b"\r\n" + body)
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        length = 0
+        while (header := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = header.partition(b":")
+            name = name.lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"set-cookie" and not self.cookie:
+                self.cookie = value.strip().split(b";")[0]
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def hammer(
+    url: str, clients: int, total: int, method: str, body: dict | None = None
+) -> tuple[list[float], float, int]:
+    """`total` requests from `clients` concurrent clients; latencies (ms), wall time (s), failures."""
+    parsed = httpx.URL(url)
+    payload = json.dumps(body).encode() if body is not None else b""
+    latencies: list[float] = []
+    failures = 0
+    remaining = total
+
+    async def client() -> None:
+        nonlocal remaining, failures
+        conn = Connection(parsed.host, parsed.port or 80)
+        try:
+            while remaining > 0:
+                remaining -= 1
+                t = time.perf_counter()
+                status, _ = await conn.request(method, parsed.raw_path.decode(), payload)
+                latencies.append((time.perf_counter() - t) * 1000)
+                failures += status != 200
+        finally:
+            conn.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, time.perf_counter() - started, failures
+
+
+Sample = tuple[list[float], float]
+
+
+def closed_loop(run: Callable[[], object], clients: int, total: int) -> Sample:
+    """`total` calls of `run` from `clients` threads; latencies (ms) and wall time (s)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    remaining = [total]
+
+    def client() -> None:
+        while True:
+            with lock:
+                if remaining[0] <= 0:
+                    return
+                remaining[0] -= 1
+            t = time.perf_counter()
+            run()
+            ms = (time.perf_counter() - t) * 1000
+            with lock:
+                latencies.append(ms)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return latencies, time.perf_counter() - started
+
+
+class Direct:
+    """Sandbox.run from threads: as is, and served in arrival order (as the web does).
+
+    As is, Sandbox's semaphore lets a thread that has just finished barge ahead of the waiting
+    ones, so a few threads get most runs: its p50 is short and its p99 very long. The web's runner
+    queues runs first-in first-out (a thread pool as wide as the sandbox); the same FIFO here is
+    the like-for-like baseline.
+    """
+
+    def __init__(self, workers: int) -> None:
+        from sandbox import Sandbox
+
+        self.sb = Sandbox(workers=workers).start()
+        self.fifo = ThreadPoolExecutor(max_workers=workers)
+        for _ in range(10):
+            self.run()
+
+    def run(self) -> None:
+        r = self.sb.run(SNIPPET)
+        assert r.status == "ok", r
+
+    def in_order(self, clients: int, total: int) -> Sample:
+        return closed_loop(lambda: self.fifo.submit(self.run).result(), clients, total)
+
+    def as_is(self, clients: int, total: int) -> Sample:
+        return closed_loop(self.run, clients, total)
+
+    def single(self, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            self.run()
+            out.append((time.perf_counter() - t) * 1000)
+            time.sleep(0.01)  # a person's pace: the pool re-forks between runs
+        return out
+
+    def close(self) -> None:
+        self.fifo.shutdown()
+        self.sb.close()
+
+
+async def single_api_runs(url: str, n: int) -> list[float]:
+    parsed = httpx.URL(url)
+    conn = Connection(parsed.host, parsed.port or 80)
+    out = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            status, body = await conn.request(
+                "POST", parsed.raw_path.decode(), json.dumps({"code": SNIPPET}).encode()
+            )
+            out.append((time.perf_counter() - t) * 1000)
+            assert status == 200 and json.loads(body)["run"]["stdout"] == "1\n", body
+            await asyncio.sleep(0.01)  # a person's pace: the pool re-forks between runs
+    finally:
+        conn.close()
+    return out
+
+
+def report(label: str, latencies: list[float], wall: float, unit: str, failures: int = 0) -> None:
+    extra = f", {failures} not 200" if failures else ""
+    print(
+        line(label, f"p50 {p50(latencies):7.1f} ms   p99 {percentile(latencies, 99):7.1f} ms   "
+                    f"{len(latencies) / wall:7.1f} {unit}{extra}")
+    )  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--pages", type=int, default=2000, help="question-page requests")
+    ap.add_argument("--runs", type=int, default=400, help="runs, over HTTP and direct each")
+    ap.add_argument("--rounds", type=int, default=8, help="alternating HTTP / direct rounds")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    # The queue holds every client, so the run numbers measure waiting rather than 429s.
+    queue = args.clients
+
+    from app.bank import load_bank
+
+    bank = load_bank(ROOT / "questions")
+    question = next(q for q in bank.questions if q.question.code and q.question.requires != "cuda")
+    print(f"host: {os.cpu_count()} cores; {args.clients} concurrent clients; sandbox workers: {args.workers}; "
+          f"run queue: {queue}; question: {question.id}")  # fmt: skip
+
+    # The web and the direct pool are both started, and their rounds alternate, so that whatever
+    # else the machine is doing weighs on both alike.
+    runs: list[float] = []
+    fifo: list[float] = []
+    runs_wall = fifo_wall = 0.0
+    runs_failed = 0
+    per_round = max(args.clients, args.runs // args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_server(Path(tmp), args.workers, queue)
+        direct = Direct(args.workers)
+        try:
+            page_url = f"{url}/questions/{question.id}"
+            run_url = f"{url}/api/run"
+            asyncio.run(hammer(page_url, args.clients, 200, "GET"))  # warm: templates, caches
+            asyncio.run(hammer(run_url, 2, 20, "POST", {"code": SNIPPET}))
+            pages, pages_wall, pages_failed = asyncio.run(
+                hammer(page_url, args.clients, args.pages, "GET")
+            )
+            for _ in range(args.rounds):
+                lat, wall, failed = asyncio.run(
+                    hammer(run_url, args.clients, per_round, "POST", {"code": SNIPPET})
+                )
+                runs += lat
+                runs_wall += wall
+                runs_failed += failed
+                lat, wall = direct.in_order(args.clients, per_round)
+                fifo += lat
+                fifo_wall += wall
+            raw, raw_wall = direct.as_is(args.clients, per_round)
+            api_single = asyncio.run(single_api_runs(run_url, 50))
+            direct_single = direct.single(50)
+        finally:
+            direct.close()
+            stop_server(proc)
+
+    report(f"GET question page ({args.pages} requests)", pages, pages_wall, "req/s", pages_failed)
+    report(f"POST /api/run ({len(runs)} runs)", runs, runs_wall, "runs/s", runs_failed)
+    report(f"Sandbox.run direct, in arrival order ({len(fifo)})", fifo, fifo_wall, "runs/s")
+    report(f"Sandbox.run direct, threads as they come ({len(raw)})", raw, raw_wall, "runs/s")
+    print(line("one client: /api/run p50 vs Sandbox.run p50",
+               f"{p50(api_single):7.1f} ms vs {p50(direct_single):.1f} ms"))  # fmt: skip
+    page_ok = percentile(pages, 99) < 50
+    gap = p50(runs) - p50(fifo)
+    single_gap = p50(api_single) - p50(direct_single)
+    print(
+        line(
+            "target: question page p99 < 50 ms",
+            f"{'met' if page_ok else 'MISSED'} ({percentile(pages, 99):.1f} ms)",
+        )
+    )
+    print(line(f"target: /api/run p50 within 15 ms of direct ({args.clients} clients)",
+               f"{'met' if gap <= 15 else 'MISSED'} ({gap:+.1f} ms)"))  # fmt: skip
+    print(line("target: /api/run p50 within 15 ms of direct (1 client)",
+               f"{'met' if single_gap <= 15 else 'MISSED'} ({single_gap:+.1f} ms)"))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

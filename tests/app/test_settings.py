@@ -1,0 +1,69 @@
+"""Settings: declared once, read from AMPQUIZ_* variables, and every one documented in the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings, SettingsError, settings_table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_setting_is_documented_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text() if (REPO / "README.md").exists() else ""
+    missing = [
+        Settings.env_name(name)
+        for name in Settings.model_fields
+        if Settings.env_name(name) not in readme
+    ]
+    assert not missing, (
+        f"README.md does not mention {missing}; its settings table could be:\n{settings_table()}"
+    )
+
+
+def test_every_setting_has_help_text() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description and len(field.description) > 10, name
+
+
+def test_defaults() -> None:
+    s = Settings.from_env({})
+    assert s.database_url == "sqlite:///var/ampquiz.db"
+    assert s.bank == Path("questions")
+    assert (s.host, s.port, s.sandbox_workers) == ("127.0.0.1", 8000, 2)
+    assert s.data_dir() == Path("var")
+
+
+def test_read_from_the_environment_then_overridden_by_flags() -> None:
+    env = {
+        "AMPQUIZ_PORT": "9000",
+        "AMPQUIZ_RUN_QUEUE": "3",
+        "AMPQUIZ_DATABASE_URL": "sqlite:////srv/q/a.db",
+    }
+    s = Settings.from_env(env, port=9100)
+    assert s.port == 9100 and s.run_queue == 3
+    assert s.data_dir() == Path("/srv/q")
+
+
+def test_a_bad_value_names_its_variable() -> None:
+    with pytest.raises(SettingsError, match="AMPQUIZ_SANDBOX_WORKERS"):
+        Settings.from_env({"AMPQUIZ_SANDBOX_WORKERS": "many"})
+
+
+def test_the_generated_secret_key_is_kept_next_to_the_database(tmp_path: Path) -> None:
+    s = Settings.from_env({"AMPQUIZ_DATABASE_URL": f"sqlite:///{tmp_path}/db/ampquiz.db"})
+    key = s.resolved_secret_key()
+    assert len(key) >= 32
+    assert (tmp_path / "db" / "secret_key").read_text().strip() == key
+    assert (
+        Settings.from_env(
+            {"AMPQUIZ_DATABASE_URL": f"sqlite:///{tmp_path}/db/ampquiz.db"}
+        ).resolved_secret_key()
+        == key
+    )
+    assert (
+        tmp_path / "db" / "secret_key"
+    ).stat().st_mode & 0o077 == 0  # readable by the server only
+    assert Settings(secret_key="given").resolved_secret_key() == "given"
