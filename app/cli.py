@@ -30,14 +30,22 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
+def load_clean_bank(path: Path):  # noqa: ANN201 - app.bank is imported lazily to keep --help fast
+    """The bank, or None after printing its problems: commands that run questions need all of it."""
     from app.bank import load_bank
 
-    bank = load_bank(args.path)
-    if bank.problems:
-        for problem in sorted(bank.problems):
-            print(problem, file=sys.stderr)
-        print(f"{len(bank.problems)} errors: run `ampquiz lint` for details", file=sys.stderr)
+    bank = load_bank(path)
+    if not bank.problems:
+        return bank
+    for problem in sorted(bank.problems):
+        print(problem, file=sys.stderr)
+    print(f"{len(bank.problems)} errors in the bank: fix them first (ampquiz lint)", file=sys.stderr)
+    return None
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    bank = load_clean_bank(args.path)
+    if bank is None:
         return 1
     rows = [
         {"set_id": q.set_id, "set_title": s.model.title, **q.question.model_dump(mode="json")}

@@ -9,7 +9,6 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from app.bank import load_bank
 from app.verify_record import Record, load_records, question_hash, record_name, records_dir
 
 
@@ -70,11 +69,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from app.verify import verify_questions
     from sandbox import Sandbox
 
-    bank = load_bank(args.path)
-    if bank.problems:
-        for p in sorted(bank.problems):
-            print(p, file=sys.stderr)
-        print(f"{len(bank.problems)} errors in the bank: fix them first (ampquiz lint)", file=sys.stderr)
+    from app.cli import load_clean_bank
+
+    bank = load_clean_bank(args.path)
+    if bank is None:
         return 1
     if args.show:
         return _show(args, bank)

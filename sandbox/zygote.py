@@ -93,6 +93,13 @@ def _warm_up_runner(cuda: bool) -> str:
     return ""
 
 
+def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
+    try:
+        wire.send(sock, {"type": "crash", "message": f"sandbox {who} failed: {exc!r}"})
+    except BaseException:  # noqa: BLE001 - the pool reads a closed socket as a crash too
+        pass
+
+
 def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, protections: list[str]) -> None:
     """Body of the runner process; never returns."""
     try:
@@ -151,10 +158,7 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         outcome["type"] = "result"
         wire.send(sock, outcome)
     except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
-        try:
-            wire.send(sock, {"type": "crash", "message": f"sandbox runner failed: {exc!r}"})
-        except BaseException:  # noqa: BLE001
-            pass
+        _report_crash(sock, "runner", exc)
     finally:
         os._exit(0)
 
@@ -189,11 +193,8 @@ def run_keeper(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
             wire.send(sock, {"type": "exit", "signal": os.WTERMSIG(status), "code": None, "cpu_s": cpu_s})
         else:
             wire.send(sock, {"type": "exit", "signal": None, "code": os.WEXITSTATUS(status), "cpu_s": cpu_s})
-    except BaseException as exc:  # noqa: BLE001
-        try:
-            wire.send(sock, {"type": "crash", "message": f"sandbox keeper failed: {exc!r}"})
-        except BaseException:  # noqa: BLE001
-            pass
+    except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
+        _report_crash(sock, "keeper", exc)
     finally:
         os._exit(0)
 
