@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
+from sandbox.explain_calls import snippet_line, traceback_line
 from sandbox.explain_hazards import HazardChecker
-from sandbox.explain_ops import OpTracer, snippet_line, traceback_line
+from sandbox.explain_ops import OpTracer
 from sandbox.explain_scaler import ScalerMonitor, explain_scaler_error
 
-__all__ = ["Explainer", "MAX_REPORT_BYTES"]
+__all__ = ["MAX_REPORT_BYTES", "Explainer"]
 
 MAX_REPORT_BYTES = 48_000
 """JSON size the report is trimmed to (ops are dropped from the end first)."""
@@ -40,18 +42,21 @@ class Explainer:
         self._scaler: ScalerMonitor | None = None
         self._exit_exc: BaseException | None = None
 
-    def __enter__(self) -> "Explainer":
+    def __enter__(self) -> Self:
         filename = self.filename
         tracer = OpTracer(filename, self.max_ops)
         hazards = HazardChecker(
             line_of=lambda call: call.snippet_line(filename) if call else snippet_line(filename)
         )
-        scaler = ScalerMonitor(lambda: snippet_line(filename), tracer.pause, filename)
+        scaler = ScalerMonitor(lambda: snippet_line(filename), tracer, filename)
         tracer.before_dispatch = hazards.before
         tracer.after_dispatch = hazards.after
-        tracer.after_call = lambda call, args, kwargs, out: scaler.after_call(
-            call.name, call.line, args, out
-        )
+
+        def after_call(call: Any, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+            scaler.after_call(call.name, call.line, args, out)
+            hazards.after_function(call, func, args, kwargs, out)
+
+        tracer.after_call = after_call
         self._tracer, self._hazards, self._scaler = tracer, hazards, scaler
         scaler.install()
         try:
@@ -61,7 +66,12 @@ class Explainer:
             raise
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
         if self._tracer is not None:
             self._tracer.uninstall()
         if self._scaler is not None:
@@ -77,7 +87,7 @@ class Explainer:
         tracer, hazards, scaler = self._tracer, self._hazards, self._scaler
         if tracer is None or hazards is None or scaler is None:
             tracer, hazards = OpTracer(self.filename, self.max_ops), HazardChecker(lambda c: None)
-            scaler = ScalerMonitor(lambda: None, tracer.pause, self.filename)
+            scaler = ScalerMonitor(lambda: None, tracer, self.filename)
         error = self._error(exc, tracer, scaler) if exc is not None else None
         report: dict[str, Any] = {
             "summary": [],
@@ -163,8 +173,11 @@ def _trim(report: dict[str, Any]) -> dict[str, Any]:
     size = len(json.dumps(report))
     if size <= MAX_REPORT_BYTES:
         return report
-    for key, flag in (("ops", "ops_truncated"), ("scaler", "scaler_truncated"),
-                      ("hazards", "hazards_truncated")):
+    for key, flag in (
+        ("ops", "ops_truncated"),
+        ("scaler", "scaler_truncated"),
+        ("hazards", "hazards_truncated"),
+    ):
         rows = report[key]
         while rows and size > MAX_REPORT_BYTES:
             size -= len(json.dumps(rows.pop())) + 2
@@ -191,7 +204,9 @@ def summarize(report: dict[str, Any]) -> list[str]:
     error = report.get("error")
 
     if error:
-        if error.get("explanation") and error.get("source", "").startswith(("scaler.", "GradScaler")):
+        if error.get("explanation") and error.get("source", "").startswith(
+            ("scaler.", "GradScaler")
+        ):
             where = f"On line {error['line']}, " if error.get("line") is not None else ""
             text = error["explanation"]
             out.append(where + (text if where else text[0].upper() + text[1:]) + ".")
@@ -239,41 +254,43 @@ def summarize(report: dict[str, Any]) -> list[str]:
             f"{other['name']}{_line(other['line'])} ran on {other['inputs'][0]['device']} tensors "
             f"while autocast was on for another device, so autocast did not change it."
         )
-    if cast is None and fp32 is None and other is None:
-        plain = next(
-            (o for o in ops if o["output"] and o["reason"].startswith("outside autocast")), None
-        )
-        if plain is not None:
-            dt = plain["output"]["dtype"]
-            if "promoted" in plain["reason"]:
-                out.append(
-                    f"{plain['name']}{_line(plain['line'])} ran outside autocast and returned {dt}, "
-                    "the widest of its inputs' dtypes."
-                )
-            else:
-                out.append(
-                    f"{plain['name']}{_line(plain['line'])} ran outside autocast, so its output "
-                    f"kept its inputs' dtype ({dt})."
-                )
-        else:
-            lowp = next(
-                (o for o in ops if o["output"] and o["output"]["dtype"] in ("float16", "bfloat16")),
-                None,
-            )
-            if lowp is not None:
-                out.append(
-                    f"{lowp['name']}{_line(lowp['line'])} returned {lowp['output']['dtype']} "
-                    f"({lowp['reason']})."
-                )
     steady = _scaler_steady_sentence(events)
     if steady:
         out.append(steady)
+    if cast is None and fp32 is None and other is None and len(out) < 2:
+        plain = _plain_sentence(ops)
+        if plain:
+            out.append(plain)
     if not out:
         if ops:
             out.append(f"The snippet ran {report.get('calls_total', len(ops))} traced torch calls.")
         else:
             out.append("The snippet ran no torch operation that could be traced.")
     return out[:MAX_SENTENCES]
+
+
+def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
+    """What the first op on tensors did when autocast played no part (created tensors aside)."""
+    candidates = [
+        o
+        for o in ops
+        if o["output"]
+        and not o.get("error")
+        and any(not i["dtype"].startswith("python") for i in o["inputs"])
+    ]
+    if not candidates:
+        return None
+    promoted = [o for o in candidates if "promoted" in o["reason"]]
+    o = (promoted or candidates)[0]
+    where = f"{o['name']}{_line(o['line'])}"
+    dt = o["output"]["dtype"]
+    if o["reason"].startswith("explicit cast"):
+        return f"{where} converted its input to {dt} explicitly; no autocast was involved."
+    if "promoted" in o["reason"]:
+        return f"{where} ran outside autocast and returned {dt}, the widest of its inputs' dtypes."
+    if o["reason"].startswith("outside autocast"):
+        return f"{where} ran outside autocast, so its output kept its inputs' dtype ({dt})."
+    return f"{where} returned {dt} ({o['reason']})."
 
 
 def _sentence(text: str) -> str:
@@ -296,8 +313,11 @@ def _scaler_skip_sentence(events: list[dict[str, Any]]) -> str | None:
     text = f"GradScaler {what} because the gradients held inf/NaN"
     if lowered:
         first, last = lowered[0], lowered[-1]
-        verb = "halved" if len(lowered) == 1 and first.get("count", 1) == 1 and first.get(
-            "change") == "halved" else "lowered"
+        verb = (
+            "halved"
+            if len(lowered) == 1 and first.get("count", 1) == 1 and first.get("change") == "halved"
+            else "lowered"
+        )
         text += (
             f", and update() {verb} the scale from {_g(first.get('old_scale'))} to "
             f"{_g(last.get('new_scale'))}"
@@ -306,13 +326,20 @@ def _scaler_skip_sentence(events: list[dict[str, Any]]) -> str | None:
 
 
 def _scaler_steady_sentence(events: list[dict[str, Any]]) -> str | None:
+    disabled = next((e for e in events if e.get("enabled") is False), None)
+    if disabled is not None:
+        return (
+            f"GradScaler{_line(disabled.get('line'))} was disabled (for example "
+            'GradScaler("cuda") on a machine without CUDA), so it neither scaled the loss nor '
+            "checked the gradients."
+        )
     steps = [e for e in events if e.get("event") == "step" and e.get("taken") is True]
     if not steps or any(e.get("event") == "step" and e.get("taken") is False for e in events):
         return None
     n = sum(e.get("count", 1) for e in steps)
     scale = next((e.get("scale") for e in events if e.get("event") == "scale"), None)
     scaled = f"multiplied the loss by {_g(scale)} and " if scale is not None else ""
+    took = "took the optimizer step" if n == 1 else f"took all {n} optimizer steps"
     return (
-        f"GradScaler {scaled}took all {n} optimizer step{'s' if n != 1 else ''}"
-        f"{_line(steps[0].get('line'))}: no inf/NaN gradients were found."
+        f"GradScaler {scaled}{took}{_line(steps[0].get('line'))}: no inf/NaN gradients were found."
     )

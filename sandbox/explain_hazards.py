@@ -8,11 +8,13 @@ inf (division by zero gives inf in float32 too) and underflow from a legitimate 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from sandbox.explain_ops import LOW_PRECISION, Call, dtype_name, first_tensor
+from sandbox.explain_calls import LOW_PRECISION, Call, dtype_name, first_tensor
 
 MAX_CHECK_NUMEL = 1 << 22
 """Larger outputs are not checked at all."""
@@ -25,11 +27,40 @@ UNDERFLOW_CLEAN_LIMIT = 8
 _SKIP, _GENERIC, _ADD, _SUB = 0, 1, 2, 3
 _SKIP_PACKETS = frozenset(
     {
-        "detach", "clone", "lift_fresh", "lift_fresh_copy", "empty", "empty_like", "empty_strided",
-        "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros", "zero_", "ones",
-        "ones_like", "new_ones", "alias", "_unsafe_view", "set_", "resize_", "as_strided",
-        "fill_", "_local_scalar_dense", "copy", "_has_compatible_shallow_copy_type",
-        "isfinite", "isinf", "isnan", "eq", "ne", "lt", "le", "gt", "ge",
+        "detach",
+        "clone",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "zero_",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "alias",
+        "_unsafe_view",
+        "set_",
+        "resize_",
+        "as_strided",
+        "fill_",
+        "_local_scalar_dense",
+        "copy",
+        "_has_compatible_shallow_copy_type",
+        "isfinite",
+        "isinf",
+        "isnan",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
     }
 )
 _KINDS: dict[Any, int] = {}
@@ -59,13 +90,21 @@ def _mutates_self(func: Any) -> bool:
     try:
         args = func._schema.arguments
         return bool(args) and args[0].alias_info is not None and args[0].alias_info.is_write
-    except Exception:
+    except Exception:  # noqa: BLE001
         return func.overloadpacket.__name__.endswith("_")
+
+
+_CREATORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.scalar_tensor"})
+
+
+def _smallest(dt: torch.dtype) -> float:
+    """Smallest positive (subnormal) value of a floating dtype."""
+    return torch.finfo(dt).smallest_normal * torch.finfo(dt).eps
 
 
 def _fmt(x: float) -> str:
     """Whole numbers in full (65504, 65536), others with four significant digits."""
-    if x == x and abs(x) < 1e7 and float(x).is_integer():
+    if math.isfinite(x) and abs(x) < 1e7 and float(x).is_integer():
         return str(int(x))
     return f"{x:.4g}"
 
@@ -85,20 +124,23 @@ class HazardChecker:
 
     def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Snapshot `self` of an in-place low-precision op, so its old value can be compared."""
-        if not args or not isinstance(args[0], torch.Tensor):
+        mut = self._mutating.get(func)
+        if mut is None:
+            mut = self._mutating[func] = _mutates_self(func) and _kind(func) != _SKIP
+        if not mut or not args or not isinstance(args[0], torch.Tensor):
             return None
         t = args[0]
         if t.dtype not in LOW_PRECISION or t.numel() > MAX_COMPARE_NUMEL:
             return None
-        mut = self._mutating.get(func)
-        if mut is None:
-            mut = self._mutating[func] = _mutates_self(func)
-        if not mut or _kind(func) == _SKIP:
-            return None
         return t.detach().clone()
 
     def after(
-        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, snapshot: Any,
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        out: Any,
+        snapshot: Any,
         call: Call | None,
     ) -> None:
         out_t = out if isinstance(out, torch.Tensor) else first_tensor(out)
@@ -110,15 +152,61 @@ class HazardChecker:
         n = out_t.numel()
         if n == 0 or n > MAX_CHECK_NUMEL:
             return
-        out_t = out_t.detach()
-        if not bool(torch.isfinite(out_t).all()):
+        # (no detach needed: below the autograd key these tensors carry no graph)
+        # one reduction answers both questions: max |x| is inf/NaN iff some value is not finite,
+        # min |x| is 0 iff some value is zero (aminmax propagates NaN)
+        smallest, largest = (float(v) for v in torch.aminmax(out_t.abs()))
+        if not math.isfinite(largest):
             self._check_overflow(func, args, kwargs, out_t, snapshot, call)
             return
         if n > MAX_COMPARE_NUMEL:
             return
         if kind in (_ADD, _SUB):
             self._check_absorption(func, args, kwargs, out_t, snapshot, call, kind)
-        self._check_underflow(func, args, kwargs, out_t, snapshot, call)
+        if smallest == 0.0:
+            self._check_underflow(func, args, kwargs, out_t, snapshot, call)
+
+    def after_function(
+        self, call: Call, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> None:
+        """`torch.tensor(70000., dtype=torch.float16)` converts in C++ before any aten op runs,
+        so values that do not fit are caught here, by building the same tensor in float32."""
+        if call.name not in _CREATORS or not isinstance(out, torch.Tensor):
+            return
+        dt = out.dtype
+        if dt not in LOW_PRECISION or out.numel() == 0 or out.numel() > MAX_COMPARE_NUMEL:
+            return
+        ref = func(*args, **{**kwargs, "dtype": torch.float32})
+        if not isinstance(ref, torch.Tensor) or ref.shape != out.shape:
+            return
+        out32 = out.detach().float()
+        ref = ref.detach().float()
+        over = ~torch.isfinite(out32) & torch.isfinite(ref)
+        count = int(over.sum())
+        if count:
+            example = float(ref[over].flatten()[0])
+            self._add(
+                "overflow",
+                "tensor",
+                call,
+                dt,
+                f"overflowed in {dtype_name(dt)}: {count} of {out.numel()} values are too large "
+                f"for {dtype_name(dt)} and became inf (e.g. {_fmt(example)}; {dtype_name(dt)} max "
+                f"is {_fmt(torch.finfo(dt).max)})",
+            )
+        under = (out32 == 0) & (ref != 0)
+        count = int(under.sum())
+        if count:
+            example = float(ref[under].flatten()[0])
+            self._add(
+                "underflow",
+                "tensor",
+                call,
+                dt,
+                f"underflowed in {dtype_name(dt)}: {count} of {out.numel()} non-zero values "
+                f"became exactly 0 (e.g. {_fmt(example)} -> 0; the smallest {dtype_name(dt)} is "
+                f"{_fmt(_smallest(dt))})",
+            )
 
     # the checks
 
@@ -128,7 +216,7 @@ class HazardChecker:
             if src.is_floating_point() and not bool(torch.isfinite(src).all()):
                 return  # inf/NaN came in; not born here
         for v in (*args, *kwargs.values()):
-            if isinstance(v, float) and not (v == v and abs(v) != float("inf")):
+            if isinstance(v, float) and not math.isfinite(v):
                 return
         ref = _recompute(func, args, kwargs, snapshot, out)
         if ref is None:
@@ -140,7 +228,10 @@ class HazardChecker:
         dt = out.dtype
         biggest = float(ref[mask].abs().max())
         self._add(
-            "overflow", func, call, dt,
+            "overflow",
+            func,
+            call,
+            dt,
             f"overflowed in {dtype_name(dt)}: finite inputs gave inf/NaN in {count} of "
             f"{out.numel()} values (float32 gives up to {_fmt(biggest)}; "
             f"{dtype_name(dt)} max is {_fmt(torch.finfo(dt).max)})",
@@ -149,8 +240,6 @@ class HazardChecker:
     def _check_underflow(self, func, args, kwargs, out, snapshot, call) -> None:
         key = (func, call.name if call else None, call.line if call else None)
         if self._clean.get(key, 0) >= UNDERFLOW_CLEAN_LIMIT:
-            return
-        if not bool((out == 0).any()):
             return
         ref = _recompute(func, args, kwargs, snapshot, out)
         if ref is None:
@@ -163,9 +252,12 @@ class HazardChecker:
             return
         dt = out.dtype
         example = float(ref[mask].flatten()[0])
-        tiny = torch.finfo(dt).smallest_normal * torch.finfo(dt).eps  # smallest subnormal
+        tiny = _smallest(dt)
         self._add(
-            "underflow", func, call, dt,
+            "underflow",
+            func,
+            call,
+            dt,
             f"underflowed in {dtype_name(dt)}: {count} of {out.numel()} non-zero values became "
             f"exactly 0 (e.g. {_fmt(example)} -> 0; the smallest {dtype_name(dt)} is "
             f"{_fmt(tiny)})",
@@ -204,7 +296,10 @@ class HazardChecker:
         sign = "+" if b_ex >= 0 else "-"
         spacing = torch.finfo(dt).eps * abs(a_ex)
         self._add(
-            "absorption", func, call, dt,
+            "absorption",
+            func,
+            call,
+            dt,
             f"lost the smaller operand in {dtype_name(dt)} (absorption): {count} of {out.numel()} values "
             f"stayed equal to the larger input (e.g. {_fmt(a_ex)} {sign} {_fmt(abs(b_ex))} = "
             f"{_fmt(a_ex)}, because {dtype_name(dt)} values near {_fmt(abs(a_ex))} are "
@@ -215,8 +310,8 @@ class HazardChecker:
 
     def _add(self, kind: str, func: Any, call: Call | None, dt: torch.dtype, text: str) -> None:
         line = self.line_of(call)
-        op = call.name if call is not None else f"aten.{func.overloadpacket.__name__}"
-        aten = func.overloadpacket.__name__
+        aten = func if isinstance(func, str) else func.overloadpacket.__name__
+        op = call.name if call is not None else f"aten.{aten}"
         key = (kind, line, op, aten)
         entry = self._index.get(key)
         if entry is not None:
@@ -261,7 +356,7 @@ def _up(x: Any) -> Any:
 def _recompute(func, args, kwargs, snapshot, out: torch.Tensor) -> torch.Tensor | None:
     """The same aten op with low-precision tensors widened to float32; None if that fails."""
     try:
-        new_args = list(_up(a) for a in args)
+        new_args = [torch.float32 if a in LOW_PRECISION else _up(a) for a in args]
         if snapshot is not None and new_args:
             new_args[0] = snapshot.float()
         elif _mutates_self(func):
@@ -271,7 +366,7 @@ def _recompute(func, args, kwargs, snapshot, out: torch.Tensor) -> torch.Tensor 
             for k, v in kwargs.items()
         }
         res = first_tensor(func(*new_args, **new_kwargs))
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
     if res is None or res.shape != out.shape or not res.is_floating_point():
         return None

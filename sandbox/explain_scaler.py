@@ -10,35 +10,70 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from sandbox.explain_ops import traceback_line
+from sandbox.explain_calls import traceback_line
 
 MAX_EVENTS = 100
 _METHODS = ("scale", "unscale_", "step", "update")
 
 # (substring of the error message, explanation; "{call}" and "{line}" are filled in)
 _SCALER_ERRORS: tuple[tuple[str, str], ...] = (
-    ("but _scale is None", "scaler.{call}() ran but scaler.scale(loss) was never called, so the "
-     "scaler has no scale"),
-    ("but _growth_tracker is None", "scaler.{call}() ran but scaler.scale(loss) was never called, "
-     "so the scaler has no scale"),
-    ("No inf checks were recorded for this optimizer", "scaler.step() found no gradients to check: "
-     "no parameter of this optimizer has a .grad, so backward() did not run on the scaled loss "
-     "(scaler.scale(loss).backward()) before step(), or the gradients were cleared in between"),
-    ("No inf checks were recorded prior to update", "scaler.update() ran but no scaler.step(optimizer) "
-     "happened since the last update(), so there was nothing to adjust the scale from"),
-    ("unscale_() has already been called on this optimizer", "scaler.unscale_(optimizer) was called "
-     "twice in one iteration; call it at most once between update() calls"),
-    ("unscale_() is being called after step()", "scaler.unscale_(optimizer) came after "
-     "scaler.step(optimizer); unscale before stepping (for example to clip gradients), not after"),
-    ("step() has already been called since the last update()", "scaler.step(optimizer) ran twice "
-     "without scaler.update() in between; call update() once per iteration, after the steps"),
-    ("Attempting to unscale FP16 gradients", "the parameters themselves are float16 (for example "
-     "after model.half()), so their gradients are float16 and GradScaler refuses to unscale them; "
-     "keep parameters in float32 and let autocast do the casting"),
+    (
+        "but _scale is None",
+        "scaler.{call}() ran but scaler.scale(loss) was never called, so the scaler has no scale",
+    ),
+    (
+        "but _growth_tracker is None",
+        "scaler.{call}() ran but scaler.scale(loss) was never called, so the scaler has no scale",
+    ),
+    (
+        "No inf checks were recorded for this optimizer",
+        (
+            "scaler.step() found no gradients to check: "
+            "no parameter of this optimizer has a .grad, so backward() did not run on the scaled loss "
+            "(scaler.scale(loss).backward()) before step(), or the gradients were cleared in between"
+        ),
+    ),
+    (
+        "No inf checks were recorded prior to update",
+        (
+            "scaler.update() ran but no scaler.step(optimizer) "
+            "happened since the last update(), so there was nothing to adjust the scale from"
+        ),
+    ),
+    (
+        "unscale_() has already been called on this optimizer",
+        (
+            "scaler.unscale_(optimizer) was called "
+            "twice in one iteration; call it at most once between update() calls"
+        ),
+    ),
+    (
+        "unscale_() is being called after step()",
+        (
+            "scaler.unscale_(optimizer) came after "
+            "scaler.step(optimizer); unscale before stepping (for example to clip gradients), not after"
+        ),
+    ),
+    (
+        "step() has already been called since the last update()",
+        (
+            "scaler.step(optimizer) ran twice "
+            "without scaler.update() in between; call update() once per iteration, after the steps"
+        ),
+    ),
+    (
+        "Attempting to unscale FP16 gradients",
+        (
+            "the parameters themselves are float16 (for example "
+            "after model.half()), so their gradients are float16 and GradScaler refuses to unscale them; "
+            "keep parameters in float32 and let autocast do the casting"
+        ),
+    ),
     ("Closure use is not currently supported", "scaler.step() does not accept a closure"),
 )
 
@@ -75,9 +110,10 @@ def _found_inf(scaler: Any, optimizer: Any) -> bool | None:
 class ScalerMonitor:
     """Wraps GradScaler methods and the optimizer step hook; events are folded with counts."""
 
-    def __init__(self, line_now: Callable[[], int | None], pause: Callable[[], Any], filename: str):
+    def __init__(self, line_now: Callable[[], int | None], tracer: Any, filename: str):
+        """`tracer` has a `paused` counter; while it is non-zero the scaler's own reads are untraced."""
         self.line_now = line_now
-        self.pause = pause
+        self.tracer = tracer
         self.filename = filename
         self.events: list[dict[str, Any]] = []
         self._index: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -99,7 +135,7 @@ class ScalerMonitor:
             try:
                 module = __import__(path, fromlist=["GradScaler"])
                 classes.append(module.GradScaler)
-            except Exception:
+            except Exception:  # noqa: BLE001, S110
                 pass
         for cls in classes:
             for name in _METHODS:
@@ -111,7 +147,7 @@ class ScalerMonitor:
             from torch.optim.optimizer import register_optimizer_step_pre_hook
 
             self._hook = register_optimizer_step_pre_hook(self._on_optimizer_step)
-        except Exception:
+        except Exception:  # noqa: BLE001
             self._hook = None
 
     def uninstall(self) -> None:
@@ -125,7 +161,7 @@ class ScalerMonitor:
     # event log
 
     def add(self, event: dict[str, Any]) -> None:
-        key = tuple(sorted(event.items()))
+        key = tuple(event.items())  # each event kind is built with its keys in one order
         entry = self._index.get(key)
         if entry is not None:
             entry["count"] += 1
@@ -188,7 +224,7 @@ class ScalerMonitor:
                     )
                 self.add({"event": "misuse", "line": line, "message": message})
             self._backwards.clear()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110
             pass
 
     # the wrappers
@@ -196,15 +232,19 @@ class ScalerMonitor:
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         monitor = self
 
+        tracer = self.tracer
+
         @functools.wraps(original)
         def wrapper(scaler: Any, *args: Any, **kwargs: Any) -> Any:
             line = monitor.line_now()
             before: dict[str, Any] = {}
+            tracer.paused += 1
             try:
-                with monitor.pause():
-                    before = monitor._before(name, scaler, args, line)
-            except Exception:
+                before = monitor._before(name, scaler, args, line)
+            except Exception:  # noqa: BLE001, S110
                 pass
+            finally:
+                tracer.paused -= 1
             if name == "step":
                 monitor._in_step += 1
             try:
@@ -216,37 +256,51 @@ class ScalerMonitor:
             finally:
                 if name == "step":
                     monitor._in_step -= 1
+            tracer.paused += 1
             try:
-                with monitor.pause():
-                    monitor._after(name, scaler, args, line, result, before)
-            except Exception:
+                monitor._after(name, scaler, args, line, result, before)
+            except Exception:  # noqa: BLE001, S110
                 pass
+            finally:
+                tracer.paused -= 1
             return result
 
         return wrapper
 
-    def _before(self, name: str, scaler: Any, args: tuple[Any, ...], line: int | None) -> dict[str, Any]:
+    def _before(
+        self, name: str, scaler: Any, args: tuple[Any, ...], line: int | None
+    ) -> dict[str, Any]:
         enabled = bool(getattr(scaler, "_enabled", False))
         if name == "update" and enabled:
             return {"old": _value(getattr(scaler, "_scale", None))}
         if name == "step" and enabled and args and getattr(scaler, "_scale", None) is not None:
+            state = scaler._per_optimizer_states.get(id(args[0]))
+            ready = state is None or not state.get("found_inf_per_device")
             if self._backwards and not any(scaled for _, scaled in self._backwards):
                 scale = _value(scaler._scale)
                 bline = self._backwards[0][0]
-                self.add({
-                    "event": "misuse",
-                    "line": line,
-                    "message": (
-                        f"loss.backward() on line {bline} ran on the unscaled loss, but "
-                        f"scaler.step() on line {line} divided the gradients by the scale "
-                        f"({scale:g}), so the update used gradients {scale:g} times too small; "
-                        "call scaler.scale(loss).backward()"
-                    ),
-                })
+                self.add(
+                    {
+                        "event": "misuse",
+                        "line": line,
+                        "message": (
+                            f"loss.backward() on line {bline} ran on the unscaled loss, but "
+                            f"scaler.step() on line {line} divided the gradients by the scale "
+                            f"({scale:g}), so the update used gradients {scale:g} times too small; "
+                            "call scaler.scale(loss).backward()"
+                        ),
+                    }
+                )
+            return {"stage_ready": ready}
         return {}
 
     def _after(
-        self, name: str, scaler: Any, args: tuple[Any, ...], line: int | None, result: Any,
+        self,
+        name: str,
+        scaler: Any,
+        args: tuple[Any, ...],
+        line: int | None,
+        result: Any,
         before: dict[str, Any],
     ) -> None:
         enabled = bool(getattr(scaler, "_enabled", False))
@@ -263,12 +317,15 @@ class ScalerMonitor:
             opt = args[0] if args else None
             self._unscaled_opts.add(id(opt))
             self.add({"event": "unscale_", "line": line, "explicit": not self._in_step})
-            found = _found_inf(scaler, opt)
-            if found is not None:
-                self.add({"event": "inf_check", "line": line, "found_inf": found})
+            if not self._in_step:  # inside step() the step event reports the check
+                found = _found_inf(scaler, opt)
+                if found is not None:
+                    self.add({"event": "inf_check", "line": line, "found_inf": found})
         elif name == "step":
             opt = args[0] if args else None
             found = _found_inf(scaler, opt)
+            if before.get("stage_ready") and found is not None:
+                self.add({"event": "inf_check", "line": line, "found_inf": found})
             self.add({"event": "step", "line": line, "taken": not found})
             self._backwards.clear()
         elif name == "update":
@@ -276,12 +333,24 @@ class ScalerMonitor:
             new = _value(getattr(scaler, "_scale", None))
             change = "unchanged"
             if old is not None and new is not None and new != old:
-                change = "halved" if abs(new * 2 - old) < 1e-6 * old else (
-                    "doubled" if abs(new - 2 * old) < 1e-6 * new else
-                    ("lowered" if new < old else "raised")
+                change = (
+                    "halved"
+                    if abs(new * 2 - old) < 1e-6 * old
+                    else (
+                        "doubled"
+                        if abs(new - 2 * old) < 1e-6 * new
+                        else ("lowered" if new < old else "raised")
+                    )
                 )
-            self.add({"event": "update", "line": line, "old_scale": old, "new_scale": new,
-                      "change": change})
+            self.add(
+                {
+                    "event": "update",
+                    "line": line,
+                    "old_scale": old,
+                    "new_scale": new,
+                    "change": change,
+                }
+            )
             self._unscaled_opts.clear()
 
     def _error(self, name: str, line: int | None, exc: BaseException) -> None:
