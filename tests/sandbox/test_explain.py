@@ -6,6 +6,8 @@ learner's run does; a few tests at the end check the `Explainer` API itself in-p
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import textwrap
 from typing import Any
@@ -21,7 +23,7 @@ _pool: list[Sandbox] = []
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _use_the_pool(sb: Sandbox):  # noqa: ANN202
+def _use_the_pool(sb: Sandbox):
     _pool.append(sb)
     yield
     _pool.clear()
