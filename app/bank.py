@@ -6,9 +6,10 @@ Pure Python (no web framework): the CLI, the verifier and the web app all read t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 from pydantic import ValidationError

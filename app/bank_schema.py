@@ -67,7 +67,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -106,7 +106,7 @@ class Expect(Strict):
     warning_message: str | None = Field(None, description="Fragment that warning's message must contain.")
 
     @model_validator(mode="after")
-    def _says_something(self) -> "Expect":
+    def _says_something(self) -> Expect:
         if not (self.raises or self.message or self.stdout is not None or self.stdout_contains or self.warns):
             raise ValueError("expect must state at least one of raises, message, stdout, stdout_contains, warns")
         if self.message and not self.raises:
@@ -137,7 +137,7 @@ class MultipleChoiceQuestion(QuestionBase):
     )
 
     @model_validator(mode="after")
-    def _checks(self) -> "MultipleChoiceQuestion":
+    def _checks(self) -> MultipleChoiceQuestion:
         if not any(c.correct for c in self.choices):
             raise ValueError("a multiple-choice question needs at least one choice with correct: true")
         if self.code and self.expect is None:
@@ -157,7 +157,7 @@ class PredictOutputQuestion(QuestionBase):
     )
 
 
-Question = Annotated[Union[MultipleChoiceQuestion, PredictOutputQuestion], Field(discriminator="kind")]
+Question = Annotated[MultipleChoiceQuestion | PredictOutputQuestion, Field(discriminator="kind")]
 
 
 class QuestionSet(Strict):

@@ -30,7 +30,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_clean_bank(path: Path):  # noqa: ANN201 - app.bank is imported lazily to keep --help fast
+def load_clean_bank(path: Path):
     """The bank, or None after printing its problems: commands that run questions need all of it."""
     from app.bank import load_bank
 

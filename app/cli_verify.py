@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.verify_record import Record, load_records, question_hash, record_name, records_dir
@@ -19,7 +19,7 @@ class Progress:
         self.total, self.done, self.enabled = total, 0, enabled and total > 0
         self.lock = threading.Lock()
 
-    def step(self, outcome) -> None:  # noqa: ANN001
+    def step(self, outcome) -> None:
         with self.lock:
             self.done += 1
             if self.enabled:
@@ -34,7 +34,7 @@ class Progress:
             sys.stderr.write("\r" + " " * 90 + "\r")
 
 
-def _show(args: argparse.Namespace, bank) -> int:  # noqa: ANN001
+def _show(args: argparse.Namespace, bank) -> int:
     from sandbox import Sandbox
 
     loaded = bank.question(args.show)
@@ -53,7 +53,7 @@ def _show(args: argparse.Namespace, bank) -> int:  # noqa: ANN001
     return 0
 
 
-def _stale_entries(records: list[Record], bank) -> list[str]:  # noqa: ANN001
+def _stale_entries(records: list[Record], bank) -> list[str]:
     stale = []
     for rec in records:
         for qid, entry in rec.results.items():
@@ -66,10 +66,9 @@ def _stale_entries(records: list[Record], bank) -> list[str]:  # noqa: ANN001
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from app.cli import load_clean_bank
     from app.verify import verify_questions
     from sandbox import Sandbox
-
-    from app.cli import load_clean_bank
 
     bank = load_clean_bank(args.path)
     if bank is None:
@@ -93,7 +92,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     progress.finish()
     counts = {k: sum(o.result == k for o in outcomes) for k in ("pass", "fail", "skip")}
     if args.record:
-        environment["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        environment["date"] = datetime.now(UTC).isoformat(timespec="seconds")
         environment.pop("protections", None)
         path = records_dir(args.path) / record_name(environment)
         old = next((r for r in records if r.path.name == path.name), None)

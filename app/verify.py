@@ -8,9 +8,10 @@ summary of the run) or `skip` (with why).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from app.bank import AnyQuestion, LoadedQuestion
 from app.bank_schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import line, p50  # noqa: E402
-from sandbox import Sandbox  # noqa: E402
+from bench._stats import line, p50
+from sandbox import Sandbox
 
 TRAINING_LOOP = """\
 import torch

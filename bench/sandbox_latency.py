@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import line, p50, percentile  # noqa: E402
-from sandbox import Sandbox  # noqa: E402
+from bench._stats import line, p50, percentile
+from sandbox import Sandbox
 
 SNIPPET = """\
 import torch

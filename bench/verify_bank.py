@@ -17,10 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.bank import load_bank  # noqa: E402
-from app.verify import skip_reason, verify_questions  # noqa: E402
-from bench._stats import line  # noqa: E402
-from sandbox import Sandbox  # noqa: E402
+from app.bank import load_bank
+from app.verify import skip_reason, verify_questions
+from bench._stats import line
+from sandbox import Sandbox
 
 
 def main() -> None:

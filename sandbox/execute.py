@@ -68,7 +68,7 @@ class WarningRecorder:
         self.items: list[dict[str, Any]] = []
         self._seen: set[tuple[str, str, int | None]] = set()
 
-    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
         where = lineno if filename == SNIPPET else snippet_line()
         key = (category.__name__, str(message), where)
         if key in self._seen or len(self.items) >= MAX_WARNINGS:

@@ -26,5 +26,5 @@ class Limits:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Limits":
+    def from_dict(cls, data: dict) -> Limits:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

@@ -160,7 +160,7 @@ class Sandbox:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> "Sandbox":
+    def start(self) -> Sandbox:
         if self._zygote is not None:
             return self
         parent_end, child_end = socket.socketpair()
@@ -226,7 +226,7 @@ class Sandbox:
             self._control.close()
         self._zygote = None
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -67,7 +67,7 @@ class RunResult:
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunResult":
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
         exc = data.get("exception")
         return cls(
             status=data["status"],

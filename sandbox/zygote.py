@@ -41,18 +41,19 @@ def _cpu_name() -> str:
 
 def _warm_imports() -> None:
     """Import what snippets use, so a run never pays for it. No tensor op runs here."""
-    import torch  # noqa: F401
-    import torch.amp  # noqa: F401
-    import torch.nn  # noqa: F401
-    import torch.nn.functional  # noqa: F401
-    import torch.optim  # noqa: F401
-    import torch.utils.checkpoint  # noqa: F401
-    import torch.utils._python_dispatch  # noqa: F401
-    import torch.overrides  # noqa: F401
-    # Creating any optimizer imports torch._dynamo (~800 modules, ~1.7 s here): pay it once, here.
-    import torch._dynamo  # noqa: F401
+    import torch
 
-    import sandbox.execute  # noqa: F401
+    # Creating any optimizer imports torch._dynamo (~800 modules, ~1.7 s here): pay it once, here.
+    import torch._dynamo
+    import torch.amp
+    import torch.nn
+    import torch.nn.functional
+    import torch.optim
+    import torch.overrides
+    import torch.utils._python_dispatch
+    import torch.utils.checkpoint  # noqa: F401
+
+    import sandbox.execute
 
     try:
         import sandbox.explain  # noqa: F401
@@ -132,8 +133,9 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         limits = request["limits"]
         cgroup = config.get("cgroup")
         if cgroup:
-            from sandbox.cgroup import RunCgroup
             from pathlib import Path
+
+            from sandbox.cgroup import RunCgroup
 
             RunCgroup({k: Path(v) for k, v in cgroup.items()}).set_limits(limits["memory_bytes"], limits["processes"])
         isolation.apply_rlimits(

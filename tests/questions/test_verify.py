@@ -24,7 +24,7 @@ def test_every_cpu_runnable_answer_key_passes() -> None:
             assert q["reason"], q  # every skip says why
 
 
-def _edit_copy(tmp_path: Path, edit) -> Path:  # noqa: ANN001
+def _edit_copy(tmp_path: Path, edit) -> Path:
     """A copy of the real bank with `edit(question_dict)` applied to each question of each file."""
     copy = tmp_path / "bank"
     shutil.copytree(BANK, copy, ignore=shutil.ignore_patterns("verified"))
@@ -69,7 +69,7 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, 
     return out.returncode, json.loads(out.stdout), text.stdout, ids
 
 
-def test_wrong_answer_fails_with_a_diff(broken_report) -> None:  # noqa: ANN001
+def test_wrong_answer_fails_with_a_diff(broken_report) -> None:
     code, report, text, ids = broken_report
     assert code == 1
     failed = {q["id"]: q for q in report["questions"] if q["result"] == "fail"}
@@ -79,14 +79,14 @@ def test_wrong_answer_fails_with_a_diff(broken_report) -> None:  # noqa: ANN001
     assert f"FAIL {ids['answer']}" in text and "-torch.float64" in text
 
 
-def test_wrong_expect_fails_naming_the_exception(broken_report) -> None:  # noqa: ANN001
+def test_wrong_expect_fails_naming_the_exception(broken_report) -> None:
     _, report, text, ids = broken_report
     bad = next(q for q in report["questions"] if q["id"] == ids["expect"])
     assert bad["result"] == "fail" and "expected KeyError" in bad["reason"]
     assert f"FAIL {ids['expect']}" in text
 
 
-def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) -> None:  # noqa: ANN001
+def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) -> None:
     _, report, text, ids = broken_report
     bad = next(q for q in report["questions"] if q["id"] == ids["raises"])
     assert bad["result"] == "fail"
