@@ -3,66 +3,7 @@
 Everything else derives from these models: the loader validates YAML against them, `ampquiz schema`
 emits their JSON Schema for editors, and `ampquiz export` dumps them.
 
-Authors: a complete example and the authoring rules follow (the README repeats them).
-
-## The question-bank YAML format (defined by pydantic models in /work/main/app/bank_schema.py — read it)
-One file per question set under `questions/`; the set id is the file name without `.yaml`.
-```yaml
-title: Autocast basics                 # set title
-description: What autocast does, where it applies, and what it leaves alone.
-questions:
-  - id: cpu-autocast-linear-default-dtype   # slug, unique across the WHOLE bank
-    kind: predict_output                    # or multiple_choice
-    topic: autocast-basics                  # slug
-    difficulty: 1                           # 1..3
-    prompt: |                               # Markdown; do not repeat the code here, it is shown separately
-      What does this print?
-    code: |                                 # optional for multiple_choice, required for predict_output
-      import torch
-      layer = torch.nn.Linear(4, 2)
-      with torch.autocast("cpu"):
-          print(layer(torch.ones(1, 4)).dtype)
-    requires: cpu                           # cpu | cuda | any : where the code can run
-    answer: torch.bfloat16                  # predict_output: EXACT printed stdout (line endings + trailing whitespace normalised)
-    accept: []                              # optional other acceptable spellings
-    device_answers: {}                      # optional, e.g. {cuda: "torch.float16"} when a `requires: any` snippet prints differently on CUDA
-    explanation: |                          # Markdown: why; cite what execution shows
-      ...
-    source: seeds/003_eee269cef78c8110.txt  # the seed file it comes from, or a documentation reference (e.g. "docs: torch.amp autocast op reference")
-    tags: [cpu, bfloat16, linear]
-  - id: gradscaler-step-without-scale
-    kind: multiple_choice
-    topic: gradscaler
-    difficulty: 2
-    prompt: |
-      What happens when this runs?
-    code: |
-      ...
-    requires: cpu
-    choices:                                # >= 2, at least one correct: true; each has `why` (feedback when picked)
-      - text: "An `AssertionError` saying `_scale is None`"
-        correct: true
-        why: "..."
-      - text: "It trains normally"
-        correct: false
-        why: "..."
-    expect:                                 # REQUIRED when a multiple_choice question has code: what the run must show
-      raises: AssertionError                # exception class name (bare, e.g. RuntimeError, ValueError, TypeError)
-      message: "_scale is None"             # fragment of the exception message (needs raises)
-      # stdout: "exact printed text"        # or: stdout_contains: ["fragment", ...]
-      # warns: FutureWarning                # warning category name; warning_message: "fragment"
-    device_expect: {}                       # optional per-device override, e.g. {cuda: {...}}
-    explanation: ...
-    source: seeds/000_71b29d88a740d8a3.txt
-    tags: [gradscaler, errors]
-```
-Rules:
-- Quote YAML strings that look like booleans/numbers (`"yes"`, `"1.0"`, `"65504"`): fields are strings.
-- `answer` is compared with what the snippet prints on stdout (each line's trailing whitespace stripped, trailing blank lines dropped). Don't print anything random (seed with `torch.manual_seed(0)` or use fixed tensors); avoid printing memory addresses, timings, file paths.
-- Snippets run in a sandbox: a fresh Python process with torch imported, a temp working directory, no network, ~10 s wall time, 1 GiB memory. Keep each snippet small and fast (< 1 s on a CPU). Warnings are captured separately (not on stdout). `print` output is what counts.
-- `requires: cpu` — the code uses the CPU only (it will also run on a CUDA host, where the CPU is present). `requires: cuda` — the code needs a GPU (we have none here: such answers cannot be run here; they will be verified later on a GPU host, so derive them carefully from /work/shared/amp-facts.md, whose (sim) rows were measured with the real CUDA autocast kernels). `requires: any` — the code picks `device = "cuda" if torch.cuda.is_available() else "cpu"` and must be correct on both (give `device_answers`/`device_expect` where output differs).
-- Every answer of a cpu/any question MUST be established by running the code here with `/work/main/.venv/bin/python` (torch 2.13.0 CPU). Check with `/work/main/.venv/bin/ampquiz lint questions/` (must report 0 errors) and a throwaway checker script in /tmp that, for each question with code and requires != cuda, runs the code in a subprocess (`/work/main/.venv/bin/python -c CODE`, cwd a temp dir) and compares normalised stdout to `answer`, or checks `expect` (exception type name appears in stderr's last line, message fragment in stderr, stdout, warnings in stderr). `ampquiz export questions/ --format json` gives you the parsed bank as JSON for such a script.
-- Conceptual multiple-choice questions (no code) are fine for "what is / why" questions; but prefer code whenever the claim can be checked by running it.
+Authors: README.md, "Writing questions", has a complete example and the rules the linter enforces.
 """
 
 from __future__ import annotations
