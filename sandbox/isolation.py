@@ -27,6 +27,7 @@ MS_NODEV = 0x4
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+MS_REMOUNT = 0x20
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
@@ -90,19 +91,24 @@ def enter_namespaces() -> list[str]:
     return active
 
 
-def _hide_dir(path: str, keep: list[str]) -> None:
-    """Cover `path` with an empty tmpfs, re-exposing the `keep` paths below it (the interpreter, torch)."""
+def _cover(path: str, keep: list[str], options: str) -> None:
+    """Mount an empty tmpfs over `path`, re-exposing read-only the `keep` paths below it.
+
+    The kept paths (the interpreter, torch, this package) may live anywhere, even in a checkout
+    under /tmp: they are opened before the cover goes on and bound back through those handles.
+    """
+    inside = [k for k in keep if k == path or k.startswith(path.rstrip("/") + "/")]
     fds = []
-    for k in keep:
+    for k in inside:
         try:
             fds.append((k, os.open(k, os.O_PATH)))
         except OSError:
             pass
-    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
     for k, fd in fds:
         os.makedirs(k, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", k, None, MS_BIND | MS_REC)
-        mount(None, k, None, MS_BIND | MS_REC | MS_RDONLY | 0x20)  # 0x20 = MS_REMOUNT
+        mount(None, k, None, MS_BIND | MS_REC | MS_RDONLY | MS_REMOUNT)
         os.close(fd)
 
 
@@ -117,7 +123,7 @@ def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(tmp):
             try:
-                mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
+                _cover(tmp, keep, f"size={tmp_bytes},mode=1777")
             except OSError:
                 continue
     os.makedirs(workdir, exist_ok=True)
@@ -126,8 +132,7 @@ def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes
     for path in hide:
         try:
             if os.path.isdir(path):
-                inside = [k for k in keep if k == path or k.startswith(path.rstrip("/") + "/")]
-                _hide_dir(path, inside)
+                _cover(path, keep, "size=64k,mode=755")
             elif os.path.exists(path):
                 mount("/dev/null", path, None, MS_BIND)
             hidden += 1

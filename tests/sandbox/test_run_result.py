@@ -67,3 +67,10 @@ def test_sandbox_package_never_imports_app() -> None:
         capture_output=True, text=True, check=True, cwd=REPO,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_modules_torch_imports_lazily_stay_importable(sb: Sandbox) -> None:
+    """Hiding the server's tree (even a checkout under /tmp) must not hide the interpreter and torch."""
+    r = sb.run("import torch.utils.benchmark, torch._subclasses.schema_check_mode\nprint(torch.ones(2))")
+    assert r.status == "ok", r
+    assert r.stdout == "tensor([1., 1.])\n"
