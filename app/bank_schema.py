@@ -59,6 +59,9 @@ class Expect(Strict):
 
 class QuestionBase(Strict):
     id: Slug = Field(description="Unique across the whole bank; lowercase words joined by '-'.")
+    title: str | None = Field(
+        None, max_length=80, description="Short heading for pages and lists; derived from the id when absent."
+    )
     topic: Slug = Field(description="Topic slug, e.g. autocast-basics.")
     difficulty: int = Field(ge=1, le=3, description="1 (warm-up) to 3 (hard).")
     prompt: NonEmpty = Field(description="The question, in Markdown.")

@@ -28,7 +28,9 @@ _SEED = re.compile(r"^seed\d+$")
 
 
 def title_of(loaded: LoadedQuestion) -> str:
-    """A question has no title field; its id reads as one ("amp-main-benefit" -> "AMP main benefit")."""
+    """The question's title, or else its id read as one ("amp-main-benefit" -> "AMP main benefit")."""
+    if loaded.question.title:
+        return loaded.question.title
     words = [_WORDS.get(w, w) for w in loaded.id.split("-") if not _SEED.match(w)] or [loaded.id]
     first = words[0]
     words[0] = first if first in _WORDS.values() else first[:1].upper() + first[1:]
