@@ -158,6 +158,15 @@ class CgroupFactory:
                     if base is not None:
                         self.bases[controller] = base
 
+    def sweep(self, prefix: str = "ampquiz-run-") -> None:
+        """Remove run cgroups left empty by a pool that died; rmdir refuses any still in use."""
+        for base in self.bases.values():
+            for d in base.glob(prefix + "*"):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+
     @property
     def available(self) -> bool:
         return bool(self.bases)
@@ -167,7 +176,7 @@ class CgroupFactory:
         for role, base in self.bases.items():
             d = base / name
             try:
-                d.mkdir(exist_ok=True)
+                d.mkdir()
                 dirs[role] = d
             except OSError:
                 pass

@@ -24,7 +24,22 @@ _NO_CUDA = (
     "No CUDA GPUs are available",
     "CUDA driver initialization failed",
 )
-_OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
+# The allocators' own words; any other RuntimeError that mentions memory is the snippet's business.
+_ALLOCATOR_FAILED = ("DefaultCPUAllocator: can't allocate memory", "CUDA out of memory")
+MAX_TEXT = 16 * 1024
+
+
+def clean(text: str, limit: int = MAX_TEXT) -> str:
+    """Safe to serialise (no lone surrogates) and bounded: exception texts can be anything."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def _safe_str(obj: object) -> str:
+    try:
+        return clean(str(obj))
+    except Exception:  # noqa: BLE001 - a __str__ that raises is the snippet's own bug
+        return f"<{type(obj).__name__} whose str() failed>"
 
 
 def snippet_line() -> int | None:
@@ -50,12 +65,13 @@ def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
         line = exc.lineno
     text = "".join(traceback.format_list(frames)) if frames else ""
     text = "Traceback (most recent call last):\n" + text if frames else ""
-    text += "".join(traceback.format_exception_only(type(exc), exc))
+    message = _safe_str(exc)
+    text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
     source = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
     return {
         "type": _qualified(exc),
-        "message": str(exc),
-        "traceback": text,
+        "message": message,
+        "traceback": clean(text),
         "line": line,
         "source_line": source,
     }
@@ -70,11 +86,11 @@ class WarningRecorder:
 
     def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
         where = lineno if filename == SNIPPET else snippet_line()
-        key = (category.__name__, str(message), where)
+        key = (category.__name__, _safe_str(message), where)
         if key in self._seen or len(self.items) >= MAX_WARNINGS:
             return
         self._seen.add(key)
-        self.items.append({"category": category.__name__, "message": str(message), "line": where})
+        self.items.append({"category": category.__name__, "message": clean(key[1], 2048), "line": where})
 
 
 def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tuple[str, str]:
@@ -87,11 +103,14 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
             return "ok", "The snippet called sys.exit(0)."
         return "error", f"The snippet called sys.exit({code!r})."
     text = f"{exception['type']}: {exception['message']}" if exception else repr(exc)
-    if isinstance(exc, MemoryError) or (
-        isinstance(exc, RuntimeError) and any(s in str(exc) for s in _OUT_OF_MEMORY)
+    message = exception["message"] if exception else ""
+    if (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"  # torch.OutOfMemoryError, CUDA's
+        or (isinstance(exc, RuntimeError) and any(s in message for s in _ALLOCATOR_FAILED))
     ):
-        return "memory", f"The snippet ran out of its memory allowance ({text.splitlines()[0]})."
-    if any(s in str(exc) for s in _NO_CUDA):
+        return "memory", f"The snippet ran out of its memory allowance ({text.splitlines()[0][:300]})."
+    if any(s in message for s in _NO_CUDA):
         return "unavailable", "This snippet needs a CUDA GPU, and this sandbox has none (CPU-only host)."
     where = f" on line {exception['line']}" if exception and exception.get("line") else ""
     return "error", f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."

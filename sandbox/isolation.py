@@ -112,8 +112,15 @@ def _cover(path: str, keep: list[str], options: str) -> None:
         os.close(fd)
 
 
+# Where hosts keep Unix sockets (a database's, a broker's), state and logs. A network namespace
+# does not cover Unix sockets, which are files, and connecting to one works even on a read-only
+# mount: so these get an empty tmpfs each.
+SERVICE_DIRS = ("/run", "/var/run", "/var/lib", "/var/log", "/var/spool", "/var/mail", "/var/cache", "/var/backups")
+
+
 def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes: int) -> list[str]:
-    """In the runner (pid 1 of its namespace): fresh /proc, private tmp dirs, hidden secrets."""
+    """In the runner (pid 1 of its namespace): fresh /proc, private tmp dirs, hidden secrets and
+    service sockets, and the rest of the tree read-only."""
     done = []
     try:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
@@ -121,25 +128,32 @@ def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes
     except OSError:
         pass
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(tmp):
+        if os.path.isdir(tmp) and not os.path.islink(tmp):
             try:
                 _cover(tmp, keep, f"size={tmp_bytes},mode=1777")
             except OSError:
                 continue
     os.makedirs(workdir, exist_ok=True)
     done.append("private-tmp")
-    hidden = 0
-    for path in hide:
+    covered = 0
+    for path in [*SERVICE_DIRS, *hide]:
         try:
+            if os.path.islink(path):
+                continue  # /var/run -> /run: covered through its target
             if os.path.isdir(path):
                 _cover(path, keep, "size=64k,mode=755")
             elif os.path.exists(path):
                 mount("/dev/null", path, None, MS_BIND)
-            hidden += 1
+            covered += 1
         except OSError:
             pass
-    if hidden:
+    if covered:
         done.append("hidden-paths")
+    try:  # per-mount flag of this namespace's copy of "/": the host's stays writable
+        mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+        done.append("read-only-root")
+    except OSError:
+        pass
     return done
 
 

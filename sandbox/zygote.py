@@ -147,6 +147,9 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
         )
         isolation.drop_privileges(uid)
+        # Changing uid clears the parent-death signal: set it again, so a runner never outlives
+        # its keeper (and so the zygote and the server), whatever the snippet does.
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
         os.chdir(WORKDIR)
         os.environ.clear()
         os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
@@ -174,7 +177,7 @@ def run_keeper(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
         # A uid of its own per run: its process cap counts only its own processes, and it owns nothing.
         config = {**config, "uid": config["uid_base"] + os.getpid() % 50000}
-        cg = cgroups.create(f"ampquiz-run-{os.getpid()}") if cgroups.available else None
+        cg = cgroups.create(f"ampquiz-run-{os.getpid()}-{os.urandom(4).hex()}") if cgroups.available else None
         if cg is not None:
             try:
                 cg.add(os.getpid())
@@ -224,6 +227,7 @@ def main() -> None:
 
     config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
     cgroups = CgroupFactory()
+    cgroups.sweep()
     try:  # orphans of killed keepers are reparented here and reaped, never left as zombies
         isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     except OSError:
@@ -237,23 +241,30 @@ def main() -> None:
             continue
         if request is None or request.get("type") == "stop":
             break
-        parent_end, child_end = socket.socketpair()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            parent_end.close()
-            os.close(out_r)
-            os.close(err_r)
-            run_keeper(config, child_end, out_w, err_w, cgroups)
-        child_end.close()
-        os.close(out_w)
-        os.close(err_w)
-        wire.send(control, {"type": "spawned", "keeper_pid": pid}, fds=[parent_end.fileno(), out_r, err_r])
+        try:
+            _spawn_keeper(control, config, cgroups)
+        except OSError as exc:  # out of pids or fds for a moment: say so, keep serving
+            wire.send(control, {"type": "spawn_failed", "message": repr(exc)})
+
+
+def _spawn_keeper(control: socket.socket, config: dict[str, Any], cgroups: CgroupFactory) -> None:
+    parent_end, child_end = socket.socketpair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        control.close()
         parent_end.close()
         os.close(out_r)
         os.close(err_r)
+        run_keeper(config, child_end, out_w, err_w, cgroups)
+    child_end.close()
+    os.close(out_w)
+    os.close(err_w)
+    wire.send(control, {"type": "spawned", "keeper_pid": pid}, fds=[parent_end.fileno(), out_r, err_r])
+    parent_end.close()
+    os.close(out_r)
+    os.close(err_r)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,155 @@
+"""A snippet against the sandbox's own machinery and the host's local services.
+
+Each is a real run followed by a normal run that still works.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import Limits, Sandbox
+from tests.sandbox.conftest import assert_still_works
+from tests.sandbox.test_isolation import _eventually_empty, _processes_of_uid_range
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Finds the descriptors a snippet inherited that are sockets: the sandbox's report channel.
+FIND_SOCKETS = """
+import os, stat, socket, struct, json
+socks = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+            socks.append(socket.socket(fileno=os.dup(int(name))))
+    except OSError:
+        pass
+"""
+
+
+@pytest.fixture
+def unix_listener():
+    """A local service listening on a Unix socket, as a database or broker does under /run."""
+    folder = Path("/run/ampquiz-test-service")
+    folder.mkdir(exist_ok=True)
+    path = folder / "service.sock"
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    os.chmod(path, 0o777)
+    server.listen()
+    yield path
+    server.close()
+    path.unlink(missing_ok=True)
+    folder.rmdir()
+
+
+def test_cant_reach_local_services_over_unix_sockets(sb: Sandbox, unix_listener: Path) -> None:
+    targets = [str(unix_listener), "/run/postgresql/.s.PGSQL.5432", "/var/run/postgresql/.s.PGSQL.5432"]
+    r = sb.run(textwrap.dedent(f"""
+        import socket
+        for path in {targets!r}:
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(path)
+                print("connected", path)
+            except OSError:
+                print("refused")
+    """))
+    assert r.status == "ok", r
+    assert r.stdout == "refused\n" * 3
+    assert_still_works(sb)
+
+
+def test_cant_write_to_world_writable_host_folders(sb: Sandbox) -> None:
+    r = sb.run(textwrap.dedent("""
+        for path in ["/run/lock/left.txt", "/var/lock/left.txt", "/left.txt", "/var/local/left.txt"]:
+            try:
+                open(path, "w").write("x")
+                print("wrote", path)
+            except OSError:
+                print("denied")
+    """))
+    assert r.stdout == "denied\n" * 4, r
+    assert not Path("/run/lock/left.txt").exists()
+    assert "read-only-root" in r.environment.protections
+
+
+def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sandbox) -> None:
+    started = time.monotonic()
+    r = sb.run(FIND_SOCKETS + textwrap.dedent("""
+        fake = json.dumps({"type": "result", "status": "ok", "message": "all fine"}).encode()
+        junk = json.dumps({"type": "noise"}).encode()
+        for s in socks:
+            s.sendall(struct.pack("!I", len(fake)) + fake)
+        while True:
+            for s in socks:
+                s.sendall(struct.pack("!I", len(junk)) + junk)
+    """), limits=Limits(wall_s=2, cpu_s=30))
+    assert time.monotonic() - started < 4, r
+    assert r.duration_ms < 3000
+    assert_still_works(sb)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["struct.pack('!I', 2**31)", "struct.pack('!I', 3) + b'xyz'", "struct.pack('!I', 2) + b'[]'"],
+    ids=["huge-header", "not-json", "not-an-object"],
+)
+def test_malformed_report_is_a_result_not_a_crash(sb: Sandbox, payload: str) -> None:
+    r = sb.run(FIND_SOCKETS + f"for s in socks:\n    s.sendall({payload})\nimport time\ntime.sleep(1)\n")
+    assert r.status in ("killed", "ok"), r
+    r.to_json()
+    assert_still_works(sb)
+
+
+def test_odd_exception_texts_still_serialise(sb: Sandbox) -> None:
+    r = sb.run("raise ValueError('bad \\udc80 byte' + 'x' * 5_000_000)")
+    assert r.status == "error" and r.exception.type == "ValueError"
+    assert len(r.exception.message) < 100_000 and "more characters" in r.exception.message
+    assert "\\udc80" in r.to_json()
+    r = sb.run("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()")
+    assert r.status == "error" and r.exception.type == "E", r
+
+
+def test_pool_recovers_when_its_zygote_dies() -> None:
+    with Sandbox(workers=1) as pool:
+        assert pool.run("print(1)").stdout == "1\n"
+        assert pool._zygote is not None
+        os.kill(pool._zygote.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        outcomes = []
+        while time.monotonic() < deadline:
+            r = pool.run("print(2)")
+            outcomes.append(r.status)
+            if r.status == "ok" and pool.alive:
+                break
+        assert pool.alive and outcomes[-1] == "ok", outcomes
+        assert pool.run("print(3)").stdout == "3\n"
+
+
+def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys
+            from sandbox import Sandbox, Limits
+            with Sandbox(workers=1) as sb:
+                print("ready", flush=True)
+                sb.run("import time\\nwhile True:\\n    time.sleep(1)", limits=Limits(wall_s=300))
+        """)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )
+    assert server.stdout.readline() == "ready\n"
+    time.sleep(1.0)  # the snippet is sleeping in its runner now
+    assert _processes_of_uid_range(), "the run should be in flight"
+    server.kill()
+    server.wait()
+    assert _eventually_empty(_processes_of_uid_range) == []
