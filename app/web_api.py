@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from app.bank import LoadedSet
@@ -265,19 +266,23 @@ health = APIRouter(tags=["health"])
 
 
 @health.get("/healthz", summary="Is the server up, with its bank and sandbox?")
-async def healthz(request: Request) -> dict[str, Any]:
+async def healthz(request: Request) -> Any:
     state: WebState | None = getattr(request.app.state, "web", None)
     if state is None:
         raise NotReady()
     bank = state.bank
     load = state.runner.load()
-    return {
-        "ok": True,
+    # A pool whose zygote died restarts it; until then the server is up but cannot run code.
+    sandbox_alive = bool(getattr(state.runner.pool, "alive", True))
+    database = state.store.ping()
+    body = {
+        "ok": sandbox_alive and database,
         "questions": len(bank.questions),
         "sets": len(bank.sets),
         "bank_problems": len(bank.problems),
-        "database": state.store.ping(),
+        "database": database,
         "sandbox": {
+            "alive": sandbox_alive,
             "workers": load.workers,
             "queue": load.queue,
             "in_flight": load.in_flight,
@@ -285,3 +290,5 @@ async def healthz(request: Request) -> dict[str, Any]:
             "torch_version": state.runner.environment.get("torch_version"),
         },
     }
+    # 503 when it cannot do its job, so a load balancer or a supervisor can tell.
+    return body if body["ok"] else JSONResponse(body, status_code=503)

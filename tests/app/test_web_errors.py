@@ -115,3 +115,6 @@ async def test_a_dead_sandbox_is_a_503_and_answers_still_count(web: Web) -> None
             body = attempt.json()
             assert body["correct"] is True and body["run"] is None
             assert "not working right now" in body["run_message"]
+            health = await c.get("/healthz")
+            assert health.status_code == 503
+            assert health.json()["ok"] is False and health.json()["sandbox"]["alive"] is False
