@@ -22,8 +22,8 @@ from sandbox.result import STATUSES, Environment, ExceptionInfo, RunResult, Warn
 
 # A runner's report (explanation included) is far below this; past it, the run is cut off.
 MAX_REPORT_BYTES = 4 * 1024 * 1024
-# After the report arrives: what it printed is already in the pipes; this only bounds the drain.
-DRAIN_S = 0.05
+# After the run reports or ends: the most time spent draining what is already in the pipes.
+DRAIN_S = 0.2
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: "a segmentation fault (SIGSEGV)",
@@ -108,7 +108,9 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
             stop = deadline if report is None and exit_info is None else min(deadline, drain_until)
             if now >= stop or not sel.get_map():
                 break
-            events = sel.select(stop - now)
+            # After the report, poll without waiting: the runner flushed its output before
+            # reporting, so returning need not wait for the process to exit.
+            events = sel.select(0 if report is not None else stop - now)
             if not events and (report is not None or exit_info is not None):
                 break
             for key, _ in events:
