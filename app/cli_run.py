@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from sandbox import Limits, Sandbox
 
@@ -11,7 +12,11 @@ EXIT_CODES = {"ok": 0, "error": 1, "timeout": 2, "memory": 2, "output_limit": 2,
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    try:
+        code = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"ampquiz run: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
     limits = Limits(wall_s=args.wall_s, memory_bytes=args.memory_mb << 20)
     with Sandbox(workers=1) as sb:
         result = sb.run(code, limits=limits, explain=args.explain, device=args.device)

@@ -134,16 +134,16 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
 
             explainer = Explainer(filename=SNIPPET)
             with explainer:
-                exec(compiled, globs)
+                exec(compiled, globs)  # noqa: S102 - running the snippet is the point
         else:
-            exec(compiled, globs)
+            exec(compiled, globs)  # noqa: S102 - running the snippet is the point
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are results too
         error = exc
     finally:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced them
             pass
     exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
     status, message = classify(exception, error)

@@ -173,7 +173,7 @@ def drop_privileges(uid: int) -> bool:
 
 def apply_rlimits(*, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None) -> None:
     def cap(which: int, value: int) -> None:
-        soft, hard = resource.getrlimit(which)
+        _, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value if which != resource.RLIMIT_CPU else value + 1))
 

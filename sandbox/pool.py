@@ -192,7 +192,7 @@ class Sandbox:
             self._control.close()
         self._zygote = None
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Sandbox:  # noqa: PYI034 - start() returns self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from sandbox import isolation, wire
@@ -31,7 +32,7 @@ WORKDIR = "/tmp/run"
 
 def _cpu_name() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
@@ -97,7 +98,7 @@ def _warm_up_runner(cuda: bool) -> str:
 def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
     try:
         wire.send(sock, {"type": "crash", "message": f"sandbox {who} failed: {exc!r}"})
-    except BaseException:  # noqa: BLE001 - the pool reads a closed socket as a crash too
+    except BaseException:  # noqa: BLE001, S110 - the pool reads a closed socket as a crash too
         pass
 
 

@@ -39,9 +39,9 @@ def _edit_copy(tmp_path: Path, edit) -> Path:
 def _pick(kind: str, *, expect_key: str | None = None) -> str:
     for path in sorted(BANK.glob("*.yaml")):
         for q in yaml.safe_load(path.read_text())["questions"]:
-            if q["kind"] == kind and q.get("code") and q.get("requires", "any") != "cuda":
-                if expect_key is None or (q.get("expect") or {}).get(expect_key):
-                    return q["id"]
+            runnable = q["kind"] == kind and q.get("code") and q.get("requires", "any") != "cuda"
+            if runnable and (expect_key is None or (q.get("expect") or {}).get(expect_key)):
+                return q["id"]
     raise AssertionError(f"the bank has no {kind} question with code")
 
 
