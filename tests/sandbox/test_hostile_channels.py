@@ -94,8 +94,9 @@ def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sand
             for s in socks:
                 s.sendall(struct.pack("!I", len(junk)) + junk)
     """), limits=Limits(wall_s=2, cpu_s=30))
-    assert time.monotonic() - started < 4, r
-    assert r.duration_ms < 3000
+    # The wall-time limit (2 s) holds; the slack is for a loaded CI machine, not a speed target.
+    assert time.monotonic() - started < 6, r
+    assert r.duration_ms < 5000
     assert_still_works(sb)
 
 
@@ -148,7 +149,9 @@ def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )
     assert server.stdout.readline() == "ready\n"
-    time.sleep(1.0)  # the snippet is sleeping in its runner now
+    deadline = time.monotonic() + 20
+    while not _processes_of_uid_range() and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the snippet sleeps in its runner, as the run's own uid
     assert _processes_of_uid_range(), "the run should be in flight"
     server.kill()
     server.wait()
