@@ -311,8 +311,3 @@ class Sandbox:
                     # Tearing down (kill, cgroup removal) is off the learner's clock.
                     self._graveyard.put(slot)
             raise SandboxError("the sandbox's prepared runners keep dying")
-
-    async def run_async(self, code: str, limits: Limits | None = None, **kwargs: Any) -> RunResult:
-        import asyncio
-
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.run(code, limits, **kwargs))
