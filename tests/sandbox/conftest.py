@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox
+from tests.sandbox.explain_support import use_pool
 
 SECRET_ENV = "AMPQUIZ_TEST_SECRET"
 
@@ -23,6 +24,7 @@ def secret_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sb(secret_dir: Path):
     os.environ[SECRET_ENV] = "hunter2"  # in the server's environment before the pool starts
     with Sandbox(workers=2, hide=[str(secret_dir)]) as pool:
+        use_pool(pool)
         yield pool
 
 
