@@ -45,6 +45,11 @@ class RunCgroup:
     def __init__(self, dirs: dict[str, Path]) -> None:
         self.dirs = dirs
 
+    @classmethod
+    def from_paths(cls, paths: dict[str, str]) -> RunCgroup:
+        """The same cgroup in another process, from the folders its creator reported."""
+        return cls({role: Path(p) for role, p in paths.items()})
+
     @property
     def features(self) -> list[str]:
         out = []

@@ -12,7 +12,6 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sandbox import wire
@@ -71,7 +70,7 @@ class Slot:
         self.closed = True
         self.kill()
         if self.cgroup:
-            RunCgroup({k: Path(v) for k, v in self.cgroup.items()}).remove()
+            RunCgroup.from_paths(self.cgroup).remove()
         self.sock.close()
         for fd in (self.out_fd, self.err_fd):
             try:
@@ -218,7 +217,7 @@ def _result(
     out.stdout = streams[slot.out_fd].decode("utf-8", "replace")
     out.stderr = streams[slot.err_fd].decode("utf-8", "replace")
     out.duration_ms = round(duration_ms, 2)
-    oom = bool(slot.cgroup) and RunCgroup({k: Path(v) for k, v in (slot.cgroup or {}).items()}).oom_killed()
+    oom = bool(slot.cgroup) and RunCgroup.from_paths(slot.cgroup or {}).oom_killed()
     info = exit_info or {}
     sig = info.get("signal") if isinstance(info.get("signal"), int) else None
     cpu_s = info.get("cpu_s") if isinstance(info.get("cpu_s"), (int, float)) else 0

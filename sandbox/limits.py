@@ -24,7 +24,3 @@ class Limits:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Limits:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import isolation, wire
-from sandbox.cgroup import CgroupFactory
+from sandbox.cgroup import CgroupFactory, RunCgroup
 
 WORKDIR = "/tmp/run"
 
@@ -134,11 +134,7 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
         limits = request["limits"]
         cgroup = config.get("cgroup")
         if cgroup:
-            from pathlib import Path
-
-            from sandbox.cgroup import RunCgroup
-
-            RunCgroup({k: Path(v) for k, v in cgroup.items()}).set_limits(limits["memory_bytes"], limits["processes"])
+            RunCgroup.from_paths(cgroup).set_limits(limits["memory_bytes"], limits["processes"])
         isolation.apply_rlimits(
             cpu_s=limits["cpu_s"],
             file_bytes=limits["file_bytes"],
