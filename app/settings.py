@@ -90,6 +90,11 @@ class Settings(BaseModel):
             return None
         return Path(url.database)
 
+    def max_request_bytes(self) -> int:
+        """Largest request body read at all; code arrives JSON- or form-encoded, which may escape a
+        character into up to 12 bytes, so leave room for that and the envelope."""
+        return self.max_code_bytes * 12 + 4096
+
     def data_dir(self) -> Path:
         """Where the server keeps its own files: the SQLite file's folder, else `var/`."""
         db = self.sqlite_path()

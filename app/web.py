@@ -17,15 +17,17 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from itsdangerous import BadSignature, URLSafeSerializer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.runner import Pool, Runner
 from app.settings import Settings
 from app.store import Store, utcnow
-from app.web_errors import install_error_handlers
+from app.web_errors import install_error_handlers, render_error, too_large_message
 from app.web_render import STATIC, make_templates
 from app.web_state import LEARNER_COOKIE, BankSource, WebState
 
@@ -119,6 +121,44 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class BodyLimit:
+    """Refuses a request body over `max_bytes` with 413 before reading it: at once when its
+    Content-Length says so, or as soon as a streamed (chunked) body goes past the limit.
+
+    (FastAPI's own `max_body_size` answers a declared oversized body in plain text, outside
+    the one error shape.)
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await _too_large(scope)(scope, receive, send)
+                return
+        seen = 0
+
+        async def receive_within_limit() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                # Raised where the app reads the body; the error handlers render it.
+                raise StarletteHTTPException(413)
+            return message
+
+        await self.app(scope, receive_within_limit, send)
+
+
+def _too_large(scope: Scope) -> Response:
+    return render_error(Request(scope), 413, too_large_message(scope["app"].state.settings))
+
+
 def _cookies(scope: Scope) -> list[tuple[str, str]]:
     out = []
     for key, value in scope.get("headers", []):
@@ -203,6 +243,7 @@ def create_app(
     )
     app.state.templates = templates
     app.state.settings = settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes())  # innermost of ours
     app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)

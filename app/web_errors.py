@@ -83,6 +83,11 @@ class TooManyRuns(AppError):
         self.retry_after_s = retry_after_s
 
 
+def too_large_message(settings: Any) -> str:
+    limit = f"; code is limited to {settings.max_code_bytes} bytes" if settings else ""
+    return f"That request is too large to read{limit}."
+
+
 def wants_json(request: Request) -> bool:
     """JSON for the API and for clients that ask for it; HTML for browsers."""
     path = request.url.path
@@ -146,6 +151,8 @@ def install_error_handlers(app: FastAPI) -> None:
             )
             if exc.detail and exc.detail != "Not Found":
                 message = str(exc.detail)
+        elif exc.status_code == 413:  # app.web.BodyLimit stopped reading a streamed body
+            message = too_large_message(getattr(request.app.state, "settings", None))
         else:
             message = str(exc.detail)
         return render_error(request, exc.status_code, message, dict(exc.headers or {}))

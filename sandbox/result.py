@@ -61,7 +61,19 @@ class RunResult:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON-ready data. The explanation is already plain data and is shared, not copied:
+        `asdict` would deep-copy it, which costs the web more CPU per run than the rest of a reply."""
+        return {
+            "status": self.status,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "exception": asdict(self.exception) if self.exception else None,
+            "warnings": [asdict(w) for w in self.warnings],
+            "duration_ms": self.duration_ms,
+            "environment": asdict(self.environment),
+            "message": self.message,
+            "explanation": self.explanation,
+        }
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)

@@ -14,6 +14,7 @@ When the runner dies, the kernel kills everything left in its pid namespace.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -28,6 +29,8 @@ from sandbox import isolation, wire
 from sandbox.cgroup import CgroupFactory, RunCgroup
 
 WORKDIR = "/tmp/run"
+ZYGOTE_INITIAL_SEED: int | None = None
+"""torch.initial_seed() in the zygote, taken before anything could draw from the generator."""
 
 
 def _cpu_name() -> str:
@@ -77,7 +80,8 @@ def _environment(cuda: bool) -> dict[str, Any]:
 def _warm_up_runner(cuda: bool) -> str:
     """First-op costs (kernels, allocator, CUDA context) paid in the prepared runner, before any code.
 
-    Runs only our own ops, touching no RNG, so the snippet sees the same state a cold process would.
+    Creating the Linear layer draws from torch's generator; `_seed_like_a_fresh_process` then
+    gives the snippet the generator a fresh process would have.
     """
     import torch
 
@@ -89,10 +93,31 @@ def _warm_up_runner(cuda: bool) -> str:
         with torch.autocast(device):
             layer(x).float().sum().item()
         (x @ x).half().float().sum().item()
+    _seed_like_a_fresh_process()
     if cuda:
         torch.cuda.synchronize()
         return torch.cuda.get_device_name(0)
     return ""
+
+
+# The seed torch's default generator started from before it seeded itself from the OS.
+_CLASSIC_DEFAULT_SEED = 67280421310721
+
+
+def _seed_like_a_fresh_process() -> None:
+    """Every runner is a fork of one zygote, so all would draw the same "random" numbers. A fresh
+    process of this torch seeds itself from the OS (each run differs) or, in older versions, from
+    a fixed default seed (each run the same): do what it would do. Python's `random` reseeds
+    itself after a fork; NumPy's global generator does not."""
+    import torch
+
+    if ZYGOTE_INITIAL_SEED == _CLASSIC_DEFAULT_SEED:
+        torch.manual_seed(_CLASSIC_DEFAULT_SEED)
+    else:
+        torch.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
@@ -220,6 +245,14 @@ def main() -> None:
     with warnings.catch_warnings():  # import-time notices (e.g. no NumPy) are not any snippet's
         warnings.simplefilter("ignore")
         _warm_imports()
+    import torch
+
+    global ZYGOTE_INITIAL_SEED
+    ZYGOTE_INITIAL_SEED = torch.initial_seed()
+    # Every object so far (torch's ~280k) moves out of the collector's reach. Otherwise the first
+    # full collection in a runner writes to each of them, copying the zygote's whole heap page by
+    # page: about 170 ms of CPU in that run instead of 0.5 ms.
+    gc.freeze()
     import torch
 
     config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -69,7 +70,24 @@ async def test_413_for_code_over_the_limit(web: Web) -> None:
         assert_error(
             await c.post("/api/run", content=huge, headers={"content-type": "application/json"}),
             413,
+            "code is limited to 1000 bytes",
         )
+
+        async def streamed() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+            yield b'{"code": "'
+            for _ in range(100):
+                yield b"#" * 2000
+            yield b'"}'
+
+        assert_error(
+            await c.post(
+                "/api/run", content=streamed(), headers={"content-type": "application/json"}
+            ),
+            413,
+            "code is limited to 1000 bytes",
+        )
+        page = await c.post("/run", data={"code": "#" * 200_000})
+        assert page.status_code == 413 and "code is limited to 1000 bytes" in page.text
         page = await c.post("/run", data={"code": "x = 1\n" * 200})
         assert page.status_code == 413 and "limit is 1000 bytes" in page.text
 

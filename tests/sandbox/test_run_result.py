@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -56,6 +57,24 @@ def test_result_round_trips_through_json(sb: Sandbox) -> None:
     r = sb.run("import warnings\nwarnings.warn('careful')\nprint('hi')\n1/0")
     again = RunResult.from_dict(json.loads(r.to_json()))
     assert again == r
+    assert r.to_dict() == dataclasses.asdict(r)  # to_dict is hand-written: no field left behind
+
+
+def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
+    """Runners are forks of one process, yet each draws what a fresh process would: its own
+    numbers where torch seeds itself from the OS, the same where it starts from a fixed seed;
+    and a seeded run draws exactly what a seeded fresh process draws."""
+    draw = "import torch\nprint(torch.rand(3), torch.randn(2))\n"
+    runs = {sb.run(draw).stdout for _ in range(3)}
+    fresh = {subprocess.run([sys.executable, "-c", draw], capture_output=True, text=True, check=True).stdout for _ in range(2)}
+    if len(fresh) == 1:
+        assert runs == fresh
+    else:
+        assert len(runs) == 3, runs
+    assert len({sb.run("import random\nprint(random.random())").stdout for _ in range(3)}) == 3
+    seeded = "import torch\ntorch.manual_seed(0)\nprint(torch.rand(3), torch.nn.Linear(2, 1).weight)\n"
+    again = subprocess.run([sys.executable, "-c", seeded], capture_output=True, text=True, check=True)
+    assert sb.run(seeded).stdout == again.stdout
 
 
 def test_sandbox_package_never_imports_app() -> None:
