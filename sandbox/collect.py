@@ -41,27 +41,23 @@ class RunnerGone(Exception):
 
 @dataclass
 class Slot:
-    keeper_pid: int
+    pid: int
+    """The runner's, as the pool sees it; the runner leads its own session."""
     sock: socket.socket
     out_fd: int
     err_fd: int
-    runner_pid: int | None = None
     cgroup: dict[str, str] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     closed: bool = False
 
     def kill(self) -> None:
-        """Kill the run and everything it started (the runner is pid 1 of its namespace)."""
-        for pid in (self.runner_pid, self.keeper_pid):
-            if pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        try:
-            os.killpg(self.keeper_pid, signal.SIGKILL)
-        except OSError:
-            pass
+        """Kill the run and everything it started (the runner is pid 1 of its namespace; where
+        there is none, its session and cgroup still hold what it started)."""
+        for kill in (os.kill, os.killpg):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def close(self) -> None:
         """Kill, remove the cgroup, release descriptors. Idempotent: fd numbers get reused."""

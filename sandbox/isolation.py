@@ -32,9 +32,9 @@ MS_REMOUNT = 0x20
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 
+# Entered by the runner itself; its pid namespace is made by the zygote (see below).
 NAMESPACES = {
     "net-namespace": CLONE_NEWNET,
-    "pid-namespace": CLONE_NEWPID,
     "mount-namespace": CLONE_NEWNS,
     "ipc-namespace": CLONE_NEWIPC,
     "uts-namespace": CLONE_NEWUTS,
@@ -73,8 +73,7 @@ def prctl(option: int, arg: int) -> None:
 def enter_namespaces() -> list[str]:
     """Unshare what the host allows, one namespace at a time; returns the names that took effect.
 
-    Called in the keeper, before it forks the runner: the runner becomes pid 1 of the new pid
-    namespace, so when it dies the kernel kills every process the snippet left behind.
+    Called in the runner, during set-up, while it is still root.
     """
     active = []
     for name, flag in NAMESPACES.items():
@@ -89,6 +88,38 @@ def enter_namespaces() -> list[str]:
         except OSError:
             active.remove("mount-namespace")
     return active
+
+
+# A pid namespace cannot be entered by the process that makes it: `unshare` makes it the one its
+# *next child* is born into, as that namespace's pid 1. The zygote does this for each runner, then
+# returns to its own namespace so that the next unshare is allowed.
+
+
+def open_own_pid_namespace() -> int | None:
+    """A handle on this process's pid namespace, where the host lets us make new ones."""
+    try:
+        fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        unshare(CLONE_NEWPID)
+        enter_pid_namespace_for_children(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def new_pid_namespace_for_next_child() -> bool:
+    try:
+        unshare(CLONE_NEWPID)
+    except OSError:
+        return False
+    return True
+
+
+def enter_pid_namespace_for_children(fd: int) -> None:
+    _check(_libc.setns(fd, CLONE_NEWPID), "setns")
 
 
 def _cover(path: str, keep: list[str], options: str) -> None:

@@ -264,17 +264,17 @@ class Sandbox:
             for fd in fds:
                 os.close(fd)
             raise SandboxError(f"the sandbox zygote could not fork: {reply.get('message', reply)}")
-        return Slot(reply["keeper_pid"], socket.socket(fileno=fds[0]), fds[1], fds[2])
+        return Slot(reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2])
 
     def _wait_until_ready(self, slot: Slot) -> None:
         """Until the runner is prepared, so a run never waits for set-up."""
         slot.sock.settimeout(self.start_timeout_s)
         while True:
             msg = wire.recv(slot.sock)
-            if msg is None or msg["type"] == "crash":
-                raise SandboxError(msg["message"] if msg else "a sandbox runner died while starting")
+            if msg is None or msg["type"] in ("crash", "exit"):
+                said = msg.get("message") if msg else None
+                raise SandboxError(said or "a sandbox runner died while starting")
             if msg["type"] == "hello":
-                slot.runner_pid = msg["runner_pid"]
                 slot.cgroup = msg.get("cgroup")
             elif msg["type"] == "ready":
                 slot.environment = msg["environment"]
