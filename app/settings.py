@@ -41,7 +41,7 @@ class Settings(BaseModel):
         "`secret_key` file next to the database, so cookies survive restarts.",
     )
     sandbox_workers: int = Field(
-        2, ge=1, le=64, description="Snippets that run at once (warm sandbox processes)."
+        2, ge=1, le=64, description="Snippets that run at once; one more warm sandbox process than this is kept prepared."
     )
     run_queue: int = Field(
         16,

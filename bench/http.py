@@ -1,7 +1,8 @@
 """HTTP latency of the web app next to the sandbox called directly, measured in one run.
 
 Starts `ampquiz serve` (a real uvicorn, temp SQLite file, the real bank) in a subprocess, then
-drives it with N concurrent clients (httpx, each with its own learner cookie):
+drives it with N concurrent clients (keep-alive connections of a minimal HTTP/1.1 client, each
+with its own learner cookie, kept across rounds):
   - a question page (GET /questions/<id>): p50/p99 latency and requests/s;
   - POST /api/run with a trivial snippet: p50/p99 and runs/s;
 next to `Sandbox.run` called directly from N threads (same workers, same snippet), in rounds
@@ -9,7 +10,7 @@ that alternate with the HTTP ones; and once more with one client for both, to sh
 own overhead per run.
 
 Targets (2-core CPU, 20 clients): question page p99 < 50 ms; /api/run p50 within 15 ms of the
-direct Sandbox.run p50. Usage: `python bench/http.py [--clients 20] [--pages 2000] [--runs 400]`.
+direct Sandbox.run p50. Usage: `python bench/http.py [--clients 20] [--pages 2000] [--runs 800]`.
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ from bench._stats import line, p50, percentile
 SNIPPET = "print(1)\n"
 
 
-def drive(coro: Any) -> Any:
-    """Runs the load generator's event loop on uvloop when it is installed (uvicorn[standard]
-    brings it): it costs the 2 cores the server shares with it about half as much CPU per request."""
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed (uvicorn[standard] brings it): it costs the 2 cores the server shares
+    with the load generator about half as much CPU per request as asyncio's own loop."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def free_port() -> int:
@@ -132,32 +133,72 @@ class Connection:
             self.writer.close()
 
 
-async def hammer(
-    url: str, clients: int, total: int, method: str, body: dict | None = None
-) -> tuple[list[float], float, int]:
-    """`total` requests from `clients` concurrent clients; latencies (ms), wall time (s), failures."""
-    parsed = httpx.URL(url)
-    payload = json.dumps(body).encode() if body is not None else b""
-    latencies: list[float] = []
-    failures = 0
-    remaining = total
+class Clients:
+    """`n` keep-alive connections, each with its learner cookie, on one event loop in a thread of
+    its own. They live across rounds, as browsers keep theirs: a round measures requests, not
+    connects and first visits."""
 
-    async def client() -> None:
-        nonlocal remaining, failures
-        conn = Connection(parsed.host, parsed.port or 80)
-        try:
+    def __init__(self, url: str, n: int) -> None:
+        parsed = httpx.URL(url)
+        self.conns = [Connection(parsed.host, parsed.port or 80) for _ in range(n)]
+        self.loop = new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def hammer(
+        self, path: str, total: int, method: str, body: dict | None = None, clients: int | None = None
+    ) -> tuple[list[float], float, int]:
+        """`total` requests over the first `clients` connections at once; latencies (ms), wall
+        time (s), failures."""
+        return self._call(self._hammer(path, total, method, body, self.conns[: clients or len(self.conns)]))
+
+    async def _hammer(
+        self, path: str, total: int, method: str, body: dict | None, conns: list[Connection]
+    ) -> tuple[list[float], float, int]:
+        payload = json.dumps(body).encode() if body is not None else b""
+        latencies: list[float] = []
+        failures = 0
+        remaining = total
+
+        async def client(conn: Connection) -> None:
+            nonlocal remaining, failures
             while remaining > 0:
                 remaining -= 1
                 t = time.perf_counter()
-                status, _ = await conn.request(method, parsed.raw_path.decode(), payload)
+                status, _ = await conn.request(method, path, payload)
                 latencies.append((time.perf_counter() - t) * 1000)
                 failures += status != 200
-        finally:
-            conn.close()
 
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return latencies, time.perf_counter() - started, failures
+        started = time.perf_counter()
+        await asyncio.gather(*(client(conn) for conn in conns))
+        return latencies, time.perf_counter() - started, failures
+
+    def one_by_one(self, path: str, n: int) -> list[float]:
+        """`n` runs from one client at a person's pace (the pool re-forks between runs)."""
+        return self._call(self._one_by_one(path, n))
+
+    async def _one_by_one(self, path: str, n: int) -> list[float]:
+        conn = self.conns[0]
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            status, body = await conn.request("POST", path, json.dumps({"code": SNIPPET}).encode())
+            out.append((time.perf_counter() - t) * 1000)
+            assert status == 200 and json.loads(body)["run"]["stdout"] == "1\n", body
+            await asyncio.sleep(0.01)
+        return out
+
+    def close(self) -> None:
+        async def shut() -> None:
+            for conn in self.conns:
+                conn.close()
+
+        self._call(shut())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
 
 
 Sample = tuple[list[float], float]
@@ -231,24 +272,6 @@ class Direct:
         self.sb.close()
 
 
-async def single_api_runs(url: str, n: int) -> list[float]:
-    parsed = httpx.URL(url)
-    conn = Connection(parsed.host, parsed.port or 80)
-    out = []
-    try:
-        for _ in range(n):
-            t = time.perf_counter()
-            status, body = await conn.request(
-                "POST", parsed.raw_path.decode(), json.dumps({"code": SNIPPET}).encode()
-            )
-            out.append((time.perf_counter() - t) * 1000)
-            assert status == 200 and json.loads(body)["run"]["stdout"] == "1\n", body
-            await asyncio.sleep(0.01)  # a person's pace: the pool re-forks between runs
-    finally:
-        conn.close()
-    return out
-
-
 def report(label: str, latencies: list[float], wall: float, unit: str, failures: int = 0) -> None:
     extra = f", {failures} not 200" if failures else ""
     print(
@@ -263,7 +286,7 @@ def main() -> None:
     )
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--pages", type=int, default=2000, help="question-page requests")
-    ap.add_argument("--runs", type=int, default=400, help="runs, over HTTP and direct each")
+    ap.add_argument("--runs", type=int, default=800, help="runs, over HTTP and direct each")
     ap.add_argument("--rounds", type=int, default=8, help="alternating HTTP / direct rounds")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
@@ -287,18 +310,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(Path(tmp), args.workers, queue)
         direct = Direct(args.workers)
+        clients = Clients(url, args.clients)
         try:
-            page_url = f"{url}/questions/{question.id}"
-            run_url = f"{url}/api/run"
-            drive(hammer(page_url, args.clients, 200, "GET"))  # warm: templates, caches
-            drive(hammer(run_url, 2, 20, "POST", {"code": SNIPPET}))
-            pages, pages_wall, pages_failed = drive(
-                hammer(page_url, args.clients, args.pages, "GET")
-            )
+            page = f"/questions/{question.id}"
+            clients.hammer(page, 200, "GET")  # warm: templates, caches, every learner's cookie
+            clients.hammer("/api/run", 20, "POST", {"code": SNIPPET}, clients=2)
+            pages, pages_wall, pages_failed = clients.hammer(page, args.pages, "GET")
             for _ in range(args.rounds):
-                lat, wall, failed = drive(
-                    hammer(run_url, args.clients, per_round, "POST", {"code": SNIPPET})
-                )
+                lat, wall, failed = clients.hammer("/api/run", per_round, "POST", {"code": SNIPPET})
                 runs += lat
                 runs_wall += wall
                 runs_failed += failed
@@ -306,9 +325,10 @@ def main() -> None:
                 fifo += lat
                 fifo_wall += wall
             raw, raw_wall = direct.as_is(args.clients, per_round)
-            api_single = drive(single_api_runs(run_url, 50))
+            api_single = clients.one_by_one("/api/run", 50)
             direct_single = direct.single(50)
         finally:
+            clients.close()
             direct.close()
             stop_server(proc)
 

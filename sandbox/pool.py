@@ -1,7 +1,7 @@
 """`Sandbox`: the warm pool the rest of the product calls. One call: `run(code, limits) -> RunResult`.
 
-The pool keeps `workers` runners prepared (forked, isolated, warmed up, waiting for code), so a run
-pays only for its own code. A runner serves exactly one snippet and is then destroyed; a
+The pool keeps `workers` + 1 runners prepared (forked, isolated, warmed up, waiting for code), so a
+run pays only for its own code. A runner serves exactly one snippet and is then destroyed; a
 background thread asks the zygote for the next one, and restarts the zygote if it died.
 """
 
@@ -35,6 +35,7 @@ ALL_PROTECTIONS = (
     "private-tmp", "hidden-paths", "read-only-root", "unprivileged-uid", "cgroup-memory",
     "cgroup-pids", "rlimits",
 )  # fmt: skip
+SPARE_RUNNERS = 1
 log = logging.getLogger("ampquiz.sandbox")
 
 
@@ -122,7 +123,9 @@ class Sandbox:
         ]
         for thread in self._threads:
             thread.start()
-        for _ in range(self.workers):
+        # One runner more than workers: while both workers run, the next one is already being
+        # prepared, so back-to-back runs wait less (and no core idles while a runner sets up).
+        for _ in range(self.workers + SPARE_RUNNERS):
             self._wanted.release()
         missing = self.missing_protections()
         if missing:
@@ -208,7 +211,7 @@ class Sandbox:
     # ---- keeping runners prepared -------------------------------------------------------
 
     def _refill(self) -> None:
-        """Keeps `workers` runners prepared; the only thread that talks to the zygote.
+        """Keeps `workers` + `SPARE_RUNNERS` runners prepared; the only thread that talks to the zygote.
 
         It only asks for the fork; each new runner prepares itself (namespaces, mounts, warm-up)
         while the next is forked, and a short-lived thread waits for it to say it is ready.
