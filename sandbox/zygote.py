@@ -70,6 +70,44 @@ def _warm_imports() -> None:
         pass
 
 
+_HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = 14
+_MADV_COLLAPSE = 25  # Linux 6.1+
+
+
+def _back_heap_with_huge_pages() -> int:
+    """Moves the zygote's private heap (~210 MB after importing torch) onto 2 MiB pages; returns
+    how many bytes were moved.
+
+    A fork copies one page-table entry per 4 KiB page and an exit tears them down again: with huge
+    pages that is one entry per 2 MiB, and each run's fork and exit cost about 3 ms less CPU. A
+    runner writing to the heap still copies only the 4 KiB it touches. Best effort: where the host
+    has transparent huge pages off, or a kernel without MADV_COLLAPSE, nothing changes.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    moved = 0
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in maps:
+        fields = line.split()
+        name = fields[5] if len(fields) > 5 else ""
+        if fields[1] != "rw-p" or name not in ("", "[heap]"):
+            continue  # only private anonymous memory: files and stacks stay as they are
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        start, end = (low + _HUGE_PAGE - 1) & ~(_HUGE_PAGE - 1), high & ~(_HUGE_PAGE - 1)
+        if end - start < _HUGE_PAGE:
+            continue
+        libc.madvise(start, end - start, _MADV_HUGEPAGE)
+        if libc.madvise(start, end - start, _MADV_COLLAPSE) == 0:
+            moved += end - start
+    return moved
+
+
 def _environment(cuda: bool) -> dict[str, Any]:
     import torch
 
@@ -347,6 +385,7 @@ def main() -> None:
     # full collection in a runner writes to each of them, copying the zygote's whole heap page by
     # page: about 170 ms of CPU in that run instead of 0.5 ms.
     gc.freeze()
+    _back_heap_with_huge_pages()
     config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
     cgroups = CgroupFactory()
     cgroups.sweep()

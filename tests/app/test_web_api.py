@@ -224,6 +224,8 @@ async def test_openapi_documents_the_api(web: Web) -> None:
             "/healthz",
         ):
             assert path in schema["paths"]
-        assert "429" in schema["paths"]["/api/run"]["post"]["responses"]
+        run = schema["paths"]["/api/run"]["post"]
+        assert "429" in run["responses"]
+        assert run["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/RunIn"}
         docs = await c.get("/docs")
         assert docs.status_code == 200 and "swagger" in docs.text.lower()

@@ -54,6 +54,11 @@ async def test_422_shapes(web: Web) -> None:
             422,
         )
         assert_error(
+            await c.post("/api/run", content=b'{"code": "print(1)"}', headers={"content-type": "text/plain"}),
+            422,
+            "Content-Type: application/json",
+        )
+        assert_error(
             await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": "one"}),
             422,
             "choices",
