@@ -87,12 +87,14 @@ def main() -> None:
         back_to_back = warm_runs(sb, args.warm, 0.0)
         cold = cold_runs(args.cold)
         rate = throughput(sb, args.seconds)
+        huge_mib = sb.huge_page_bytes >> 20
     print(line(f"cold python -c p50 ({args.cold} runs)", f"{p50(cold):8.1f} ms"))
     print(line(f"warm Sandbox.run p50 ({args.warm} runs, 0.2 s apart)", f"{p50(warm):8.1f} ms"))
     print(line("warm Sandbox.run p90 / p99", f"{percentile(warm, 90):8.1f} ms / {percentile(warm, 99):.1f} ms"))
     print(line("warm Sandbox.run p50, back to back", f"{p50(back_to_back):8.1f} ms"))
     print(line("speed-up (cold p50 / warm p50)", f"{p50(cold) / p50(warm):8.1f} x"))
     print(line("throughput, 2 workers busy", f"{rate:8.1f} runs/s"))
+    print(line("zygote heap on 2 MiB pages (cheaper forks)", f"{huge_mib:8d} MiB"))
 
 
 if __name__ == "__main__":

@@ -110,7 +110,12 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
                 break
             for key, _ in events:
                 if key.fileobj is slot.sock:
-                    data = slot.sock.recv(65536)
+                    try:
+                        data = slot.sock.recv(65536)
+                    except ConnectionResetError:
+                        # The runner died with the code still unread in its socket (killed with
+                        # its zygote, say): an end of stream like any other.
+                        data = b""
                     report_bytes += len(data)
                     if not data or report_bytes > MAX_REPORT_BYTES:
                         sel.unregister(slot.sock)

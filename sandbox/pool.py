@@ -109,6 +109,8 @@ class Sandbox:
         self._graveyard: queue.Queue[Slot | None] = queue.Queue()
         self.environment: dict[str, Any] = {}
         self.cgroups = False
+        self.huge_page_bytes = 0
+        """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -157,6 +159,7 @@ class Sandbox:
         parent_end.settimeout(None)
         self.environment = hello["environment"]
         self.cgroups = hello["cgroups"]
+        self.huge_page_bytes = int(hello.get("huge_page_bytes", 0))
 
     def missing_protections(self) -> list[str]:
         """Protections this host refused (e.g. namespaces in an unprivileged container)."""

@@ -11,12 +11,14 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from sandbox import Limits, Sandbox
+from sandbox.collect import Slot, collect
 from tests.sandbox.conftest import assert_still_works
 from tests.sandbox.test_isolation import _eventually_empty, _processes_of_uid_range
 
@@ -135,6 +137,27 @@ def test_pool_recovers_when_its_zygote_dies() -> None:
                 break
         assert pool.alive and outcomes[-1] == "ok", outcomes
         assert pool.run("print(3)").stdout == "3\n"
+
+
+def test_a_runner_gone_with_its_code_unread_is_a_result_not_a_crash() -> None:
+    """A runner killed (with its zygote, say) before it read the code leaves the pool's end of the
+    socket reset rather than closed: still a run that ended, never an exception in the pool."""
+    stand_in = subprocess.Popen(["sleep", "30"], start_new_session=True)  # the runner's process
+    pool_end, runner_end = socket.socketpair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    os.close(out_w)
+    os.close(err_w)
+    slot = Slot(stand_in.pid, pool_end, out_r, err_r)
+    dies = threading.Timer(0.3, runner_end.close)  # the code sits unread in its socket
+    dies.start()
+    try:
+        r = collect(slot, "print(1)", Limits(wall_s=5), explain=False)
+    finally:
+        dies.join()
+        slot.close()
+        stand_in.wait(timeout=10)
+    assert r.status == "killed" and "without reporting" in r.message, r
 
 
 def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
