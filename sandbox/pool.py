@@ -110,6 +110,9 @@ class Sandbox:
         self.environment: dict[str, Any] = {}
         self.cgroups = False
         self.huge_page_bytes = 0
+        self.last_failure: str | None = None
+        """Why the last runner that failed while preparing failed, if one did."""
+        self._failed_in_a_row = 0
         """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -129,7 +132,11 @@ class Sandbox:
         # prepared, so back-to-back runs wait less (and no core idles while a runner sets up).
         for _ in range(self.workers + SPARE_RUNNERS):
             self._wanted.release()
-        missing = self.missing_protections()
+        try:
+            missing = self.missing_protections()
+        except SandboxError:
+            self.close(wait_s=0)  # no runner can be prepared here: leave nothing running behind
+            raise
         if missing:
             log.warning(
                 "sandbox protections OFF on this host: %s (snippets still never run in this process)",
@@ -207,9 +214,16 @@ class Sandbox:
     @property
     def protections(self) -> list[str]:
         """What isolation a run gets on this host; measured by preparing a runner."""
-        slot = self._ready.get(timeout=self.start_timeout_s)
+        try:
+            slot = self._ready.get(timeout=self.start_timeout_s)
+        except queue.Empty:
+            raise self._not_ready() from None
         self._ready.put(slot)
         return list(slot.environment.get("protections", []))
+
+    def _not_ready(self) -> SandboxError:
+        why = f": the last one failed with {self.last_failure}" if self.last_failure else ""
+        return SandboxError(f"no sandbox runner became ready in {self.start_timeout_s:g} s{why}")
 
     # ---- keeping runners prepared -------------------------------------------------------
 
@@ -245,12 +259,21 @@ class Sandbox:
     def _await_ready(self, slot: Slot) -> None:
         try:
             self._wait_until_ready(slot)
-        except (OSError, ValueError, SandboxError):
+        except (OSError, ValueError, SandboxError) as exc:
             slot.close()
-            if not self._closing.is_set():
-                self._wanted.release()  # try again with a fresh one
+            with self._ready_lock:
+                self._failed_in_a_row += 1
+                failures = self._failed_in_a_row
+                self.last_failure = str(exc) or repr(exc)
+            if failures in (1, 10, 100, 1000):
+                log.error("a sandbox runner could not be prepared (%d in a row): %s", failures, exc)
+            # A runner that fails while preparing tends to fail the same way next time (the host
+            # refuses a step): try again with a fresh one, but never in a loop that eats the CPU.
+            if not self._closing.wait(min(0.05 * 2 ** min(failures, 10), 30.0)):
+                self._wanted.release()
             return
         with self._ready_lock:
+            self._failed_in_a_row = 0
             if self._closing.is_set():
                 slot.close()
             else:
@@ -307,7 +330,7 @@ class Sandbox:
                 try:
                     slot = self._ready.get(timeout=self.start_timeout_s)
                 except queue.Empty:
-                    raise SandboxError("no sandbox runner became ready in time") from None
+                    raise self._not_ready() from None
                 self._wanted.release()
                 try:
                     return collect(slot, code, limits, explain)

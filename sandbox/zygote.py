@@ -165,7 +165,7 @@ def _seed_like_a_fresh_process() -> None:
 
 def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
     try:
-        wire.send(sock, {"type": "crash", "message": f"sandbox {who} failed: {exc!r}"})
+        wire.send(sock, {"type": "crash", "message": f"sandbox {who} failed: {type(exc).__name__}: {exc}"})
     except BaseException:  # noqa: BLE001, S110 - the pool reads a closed socket as a crash too
         pass
 

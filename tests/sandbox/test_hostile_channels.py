@@ -160,6 +160,20 @@ def test_a_runner_gone_with_its_code_unread_is_a_result_not_a_crash() -> None:
     assert r.status == "killed" and "without reporting" in r.message, r
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities takes root")
+def test_a_host_that_refuses_what_a_runner_needs_gets_a_clear_error_not_a_hang() -> None:
+    """Root without any capability (a container run with every capability dropped) cannot hand a
+    run its own uid: starting the pool says so within its time limit, and leaves nothing behind."""
+    start = "from sandbox import Sandbox\nSandbox(workers=1, start_timeout_s=5).start()"
+    out = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", start],
+        cwd=REPO, capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "no sandbox runner became ready in 5 s" in out.stderr, out.stderr[-2000:]
+    assert "PermissionError: [Errno 1] Operation not permitted" in out.stderr, out.stderr[-2000:]
+
+
 def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
     server = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""
