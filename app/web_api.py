@@ -18,7 +18,7 @@ from pydantic_core import to_json
 
 from app.bank import LoadedSet
 from app.bank_schema import MultipleChoiceQuestion
-from app.web_errors import AppError, NotFound, NotReady, PayloadTooLarge
+from app.web_errors import AppError, NotFound, NotReady
 from app.web_state import WebState, learner_id, web_state
 from app.web_views import AnswerError, Standing, grade, public_question
 
@@ -223,11 +223,9 @@ async def submit_attempt(
 async def run_code(body: RunIn, state: State) -> Any:
     """Runs `code` in a fresh isolated process. When every worker is busy and the queue is full,
     answers 429 with a Retry-After header."""
-    size = len(body.code.encode())
-    if size > state.settings.max_code_bytes:
-        raise PayloadTooLarge(
-            f"That code is {size} bytes; the limit is {state.settings.max_code_bytes} bytes."
-        )
+    too_long = state.code_too_long(body.code)
+    if too_long is not None:
+        raise too_long
     result = await state.runner.run(body.code, explain=body.explain)
     # Serialised straight from the dataclass as FastAPI would (NaN and infinities become null),
     # without validating our own output against RunOut.

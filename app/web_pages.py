@@ -14,7 +14,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.bank_schema import MultipleChoiceQuestion
 from app.runner import QueueFull
-from app.web_errors import AppError, NotFound, PayloadTooLarge, SandboxDown, TooManyRuns
+from app.web_errors import AppError, NotFound, SandboxDown, TooManyRuns
 from app.web_state import WebState, learner_id, web_state
 from app.web_views import AnswerError, excerpt, grade, multiple_answers, regrade, title_of
 from sandbox import SandboxError
@@ -177,10 +177,9 @@ async def _run(
     state: WebState, code: str, explain: bool
 ) -> tuple[dict[str, Any] | None, AppError | None]:
     """Runs playground code; a refusal (too long, too busy) is returned to show on the page."""
-    size = len(code.encode())
-    if size > state.settings.max_code_bytes:
-        limit = state.settings.max_code_bytes
-        return None, PayloadTooLarge(f"That code is {size} bytes; the limit is {limit} bytes.")
+    too_long = state.code_too_long(code)
+    if too_long is not None:
+        return None, too_long
     try:
         result = await state.runner.run(code, explain=explain)
     except QueueFull as exc:

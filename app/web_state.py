@@ -23,7 +23,7 @@ from app.runner import QueueFull, Runner
 from app.settings import Settings
 from app.store import Attempt, Store, utcnow
 from app.verify_record import Record, load_records, records_dir, verifications
-from app.web_errors import SANDBOX_DOWN, NotFound, NotReady, TooManyRuns
+from app.web_errors import SANDBOX_DOWN, NotFound, NotReady, PayloadTooLarge, TooManyRuns
 from app.web_views import Outcome, Standing
 from sandbox import SandboxError
 
@@ -95,6 +95,13 @@ class WebState:
     @property
     def bank(self) -> Bank:
         return self.bank_source.current()
+
+    def code_too_long(self, code: str) -> PayloadTooLarge | None:
+        """The 413 for a snippet over the size limit (the API raises it, the playground shows it)."""
+        size, limit = len(code.encode()), self.settings.max_code_bytes
+        if size <= limit:
+            return None
+        return PayloadTooLarge(f"That code is {size} bytes; the limit is {limit} bytes.")
 
     def question(self, question_id: str) -> LoadedQuestion:
         found = self.bank.question(question_id)

@@ -110,10 +110,10 @@ class Sandbox:
         self.environment: dict[str, Any] = {}
         self.cgroups = False
         self.huge_page_bytes = 0
+        """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
         self.last_failure: str | None = None
         """Why the last runner that failed while preparing failed, if one did."""
         self._failed_in_a_row = 0
-        """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 

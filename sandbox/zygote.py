@@ -187,7 +187,7 @@ def run_runner(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: i
                 protections += cg.features
                 config = {**config, "cgroup": {k: str(v) for k, v in cg.dirs.items()}}
             except OSError:
-                cg = None
+                pass  # a cgroup we may not join: the run goes on without its caps, and says so
         wire.send(sock, {"type": "hello", "cgroup": config.get("cgroup")})
         protections += isolation.enter_namespaces()
         os.dup2(out_w, 1)
