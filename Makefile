@@ -26,11 +26,13 @@ browser:
 	  else echo "Chromium is missing: install Debian's 'chromium' package (sudo apt-get install chromium)"; exit 1; fi; }
 
 test: install browser
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ampquiz lint questions/
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check app sandbox tests bench
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ampquiz lint questions/
 
 verify: install

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.bank import load_bank
-from app.verify import skip_reason, verify_questions
+from app.verify.check import skip_reason, verify_questions
 from bench._stats import line
 from sandbox import Sandbox
 

@@ -3,6 +3,10 @@
 Supports the unified hierarchy (cgroup v2) and the legacy `memory` + `pids` controllers (v1).
 A cgroup is the only cap that also covers processes the snippet spawns, and the only reliable
 way to find and kill all of them when there is no pid namespace.
+
+Runs in: the runner (creates its cgroup, joins it, sets the caps when its code arrives), the
+zygote (sweeps cgroups left by an earlier zygote) and the server (reads the OOM count after a
+run, removes the cgroup).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Everything that comes back from a run was produced next to untrusted code, so it is treated as
 input: size-capped, shape-checked, and never allowed to outlast the run's wall time.
+
+Runs in: the server (the pool's threads).
 """
 
 from __future__ import annotations
@@ -188,13 +190,12 @@ def _from_report(report: dict[str, Any], fallback_env: dict[str, Any]) -> RunRes
             )
     env = report.get("environment")
     env = env if isinstance(env, dict) else fallback_env
-    known = Environment.__dataclass_fields__
     explanation = report.get("explanation")
     return RunResult(
         status=status if status in STATUSES else "killed",
         exception=exception,
         warnings=warnings[:100],
-        environment=Environment(**{k: v for k, v in env.items() if k in known}),
+        environment=Environment.from_dict(env),
         message=_text(report.get("message"), 4096),
         explanation=explanation if isinstance(explanation, dict) else None,
     )

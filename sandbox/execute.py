@@ -3,6 +3,8 @@
 This is the only place untrusted code is executed. It records what a learner needs: the exception
 limited to the snippet's own frames, the warnings with the snippet line that caused them, and, when
 asked, the explanation of every torch call.
+
+Runs in: the runner, after it has dropped its privileges and its limits are set.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import traceback
 import warnings
 from typing import Any
 
-SNIPPET = "<snippet>"
+from sandbox.frames import SNIPPET, snippet_line
+from sandbox.result import NEEDS_CUDA
+
 MAX_WARNINGS = 50
 
 # Messages by which torch says "this needs a GPU" on a CPU-only host: reported as `unavailable`.
@@ -40,16 +44,6 @@ def _safe_str(obj: object) -> str:
         return clean(str(obj))
     except Exception:  # noqa: BLE001 - a __str__ that raises is the snippet's own bug
         return f"<{type(obj).__name__} whose str() failed>"
-
-
-def snippet_line() -> int | None:
-    """The innermost line of the snippet on the current stack (where a warning or op came from)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename == SNIPPET:
-            return frame.f_lineno
-        frame = frame.f_back
-    return None
 
 
 def _qualified(exc: BaseException) -> str:
@@ -111,7 +105,7 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
     ):
         return "memory", f"The snippet ran out of its memory allowance ({text.splitlines()[0][:300]})."
     if any(s in message for s in _NO_CUDA):
-        return "unavailable", "This snippet needs a CUDA GPU, and this sandbox has none (CPU-only host)."
+        return "unavailable", NEEDS_CUDA.format(subject="This snippet")
     where = f" on line {exception['line']}" if exception and exception.get("line") else ""
     return "error", f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."
 
@@ -152,7 +146,9 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
         try:
             report = explainer.report(exception=error)
         except Exception as exc:  # noqa: BLE001 - an explanation bug must not hide the run
-            report = {"summary": [f"The explanation could not be built: {exc!r}"], "ops": [], "scaler": [], "hazards": []}
+            from sandbox.explain import failed_report
+
+            report = failed_report(exc)
     return {
         "status": status,
         "message": message,

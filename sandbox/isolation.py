@@ -3,6 +3,10 @@
 Every step is best-effort: a host that refuses one (an unprivileged container, say) keeps the
 others, and the names of the protections that took effect are reported with each run, so nobody
 believes in a wall that isn't there.
+
+Runs in: the runner (namespaces, mounts, rlimits, the uid drop) and the zygote (the pid namespace
+each runner is forked into); the server reads only `SAFE_ENV`, the environment it starts the
+zygote with.
 """
 
 from __future__ import annotations

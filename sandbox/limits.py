@@ -1,4 +1,7 @@
-"""Resource limits for one sandboxed run. Units are in the field names, so a call site reads plainly."""
+"""Resource limits for one sandboxed run. Units are in the field names, so a call site reads plainly.
+
+Runs in: the server (the runner gets the limits as plain data, with its code).
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 The pool keeps `workers` + 1 runners prepared (forked, isolated, warmed up, waiting for code), so a
 run pays only for its own code. A runner serves exactly one snippet and is then destroyed; a
 background thread asks the zygote for the next one, and restarts the zygote if it died.
+
+Runs in: the server (the web server's or the CLI's process); it starts the zygote, never runs code.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sandbox import wire
 from sandbox.collect import RunnerGone, Slot, collect
 from sandbox.isolation import SAFE_ENV
 from sandbox.limits import Limits
-from sandbox.result import Environment, RunResult
+from sandbox.result import RunResult
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _NEVER_HIDE = {"/", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/tmp", "/var"}
@@ -320,11 +322,7 @@ class Sandbox:
         if self._zygote is None or self._closing.is_set():
             raise SandboxError("the sandbox is not started: use `with Sandbox() as sb:` or call start()")
         if device == "cuda" and self.environment.get("device_kind") != "cuda":
-            return RunResult(
-                status="unavailable",
-                message="This snippet needs a CUDA GPU, and this sandbox has none (CPU-only host).",
-                environment=Environment(**self.environment),
-            )
+            return RunResult.needs_cuda(self.environment)
         with self._busy:
             for _ in range(3):  # a prepared runner can die while it waits (its zygote died, say)
                 try:

@@ -1,14 +1,22 @@
-"""What one run produced, as plain data that serialises to JSON (the web, the CLI and verify read it)."""
+"""What one run produced, as plain data that serialises to JSON (the web, the CLI and verify read it).
+
+Runs in: the server (the pool builds a `RunResult` from what a runner reported); the runner
+takes only the `NEEDS_CUDA` wording from here.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable"]
 
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable")
+
+NEEDS_CUDA = "{subject} needs a CUDA GPU; this server has none."
+"""The one wording of an `unavailable` run: CUDA asked for where there is none (never faked)."""
 
 
 @dataclass
@@ -41,6 +49,12 @@ class Environment:
     protections: list[str] = field(default_factory=list)
     """Isolation features active for this run (for example `net-namespace`, `cgroup-memory`)."""
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Environment:
+        """From what a runner, the zygote or a stored record said: known keys kept, others ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
 
 @dataclass
 class RunResult:
@@ -55,6 +69,12 @@ class RunResult:
     """Why the run ended the way it did, in a sentence, for every status but `ok`."""
     explanation: dict[str, Any] | None = None
     """Filled when the run was asked to explain itself (see sandbox.explain)."""
+
+    @classmethod
+    def needs_cuda(cls, environment: Mapping[str, Any] | Environment, subject: str = "This snippet") -> RunResult:
+        """The answer to CUDA code where there is no GPU: `unavailable`, said plainly, not run."""
+        env = environment if isinstance(environment, Environment) else Environment.from_dict(environment)
+        return cls(status="unavailable", message=NEEDS_CUDA.format(subject=subject), environment=env)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +108,7 @@ class RunResult:
             exception=ExceptionInfo(**exc) if exc else None,
             warnings=[WarningInfo(**w) for w in data.get("warnings", [])],
             duration_ms=data.get("duration_ms", 0.0),
-            environment=Environment(**data.get("environment", {})),
+            environment=Environment.from_dict(data.get("environment", {})),
             message=data.get("message", ""),
             explanation=data.get("explanation"),
         )

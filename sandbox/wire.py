@@ -1,4 +1,7 @@
-"""Length-prefixed JSON messages over a socket: how the pool, the zygote and a run talk."""
+"""Length-prefixed JSON messages over a socket: how the pool, the zygote and a run talk.
+
+Runs in: all three: the server, the zygote and the runner.
+"""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings, SettingsError, settings_table
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import REPO
 
 
 def test_every_setting_is_documented_in_the_readme() -> None:

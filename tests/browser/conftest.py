@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.server import REPO, Server
+from tests.support.server import REPO, Server
 
 OUTPUT = REPO / "tests" / "output"
 CHROMIUM = os.environ.get("AMPQUIZ_CHROMIUM", "/usr/bin/chromium")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.server import Server
+from tests.support.server import Server
 
 pytestmark = pytest.mark.browser
 

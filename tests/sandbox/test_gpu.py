@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox import Sandbox
-from tests.sandbox.conftest import assert_still_works
+from tests.support.pool import assert_still_works
 
 pytestmark = pytest.mark.gpu
 

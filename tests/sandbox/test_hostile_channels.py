@@ -19,8 +19,8 @@ import pytest
 
 from sandbox import Limits, Sandbox
 from sandbox.collect import Slot, collect
-from tests.sandbox.conftest import assert_still_works
-from tests.sandbox.test_isolation import _eventually_empty, _processes_of_uid_range
+from tests.support.pool import assert_still_works
+from tests.support.processes import eventually_empty, processes_of_run_uids
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,6 +123,7 @@ def test_odd_exception_texts_still_serialise(sb: Sandbox) -> None:
     assert r.status == "error" and r.exception.type == "E", r
 
 
+@pytest.mark.own_pool  # about the pool's own lifecycle: it kills the zygote
 def test_pool_recovers_when_its_zygote_dies() -> None:
     with Sandbox(workers=1) as pool:
         assert pool.run("print(1)").stdout == "1\n"
@@ -187,9 +188,9 @@ def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
     )
     assert server.stdout.readline() == "ready\n"
     deadline = time.monotonic() + 20
-    while not _processes_of_uid_range() and time.monotonic() < deadline:
+    while not processes_of_run_uids() and time.monotonic() < deadline:
         time.sleep(0.05)  # until the snippet sleeps in its runner, as the run's own uid
-    assert _processes_of_uid_range(), "the run should be in flight"
+    assert processes_of_run_uids(), "the run should be in flight"
     server.kill()
     server.wait()
-    assert _eventually_empty(_processes_of_uid_range) == []
+    assert eventually_empty(processes_of_run_uids) == []

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from sandbox import Limits, Sandbox
-from tests.sandbox.conftest import SECRET_ENV, assert_still_works
+from tests.support.pool import SECRET_ENV, assert_still_works
+from tests.support.processes import eventually_empty, processes_of_run_uids
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -128,29 +128,7 @@ def test_fork_bomb_contained(sb: Sandbox) -> None:
     """, wall_s=3, processes=16)
     assert r.status in ("timeout", "error", "killed"), r
     assert_still_works(sb)
-    assert _eventually_empty(_processes_of_uid_range) == []
-
-
-def _eventually_empty(probe, seconds: float = 10.0) -> list:
-    """Clean-up runs off the learner's clock, in the background: allow it a moment."""
-    deadline = time.monotonic() + seconds
-    while (found := probe()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
-
-
-def _processes_of_uid_range() -> list[int]:
-    """Host pids still running as a sandbox run's uid (200000 and up)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                uid_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if int(uid_line.split()[1]) >= 200000:
-                found.append(int(entry.name))
-    return found
+    assert eventually_empty(processes_of_run_uids) == []
 
 
 @pytest.mark.parametrize(
@@ -224,7 +202,7 @@ def test_double_forked_setsid_child_ignoring_sigterm_is_gone_after_run(sb: Sandb
                 pass
         return found
 
-    assert _eventually_empty(sleepers) == []
+    assert eventually_empty(sleepers) == []
     assert_still_works(sb)
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox import RunResult, Sandbox
+from sandbox import Environment, RunResult, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,9 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
 
 
 def test_sandbox_package_never_imports_app() -> None:
-    for path in (REPO / "sandbox").glob("*.py"):
+    paths = sorted((REPO / "sandbox").rglob("*.py"))
+    assert REPO / "sandbox" / "explain" / "explainer.py" in paths  # subpackages are walked too
+    for path in paths:
         for line in path.read_text().splitlines():
             assert not line.lstrip().startswith(("import app", "from app")), f"{path.name}: {line}"
     out = subprocess.run(
@@ -86,6 +88,32 @@ def test_sandbox_package_never_imports_app() -> None:
         capture_output=True, text=True, check=True, cwd=REPO,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_zygote_and_runner_never_load_the_pool() -> None:
+    """The package's exports are lazy: the zygote (and so every runner forked from it) carries no
+    pool, no collector and none of their threads. `subprocess` is not asserted on: torch imports it
+    itself (and so does `ctypes.util`, which `sandbox.isolation` uses to find libc)."""
+    code = (
+        "import sys, sandbox.zygote, sandbox.runner, sandbox.execute\n"
+        "print(sorted(m for m in ('sandbox.pool', 'sandbox.collect') if m in sys.modules))\n"
+        "import torch\n"
+        "print('subprocess' in sys.modules)\n"
+        "from sandbox import Sandbox, RunResult\n"
+        "print(Sandbox.__module__, RunResult.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.splitlines() == ["[]", "True", "sandbox.pool sandbox.result"]
+
+
+def test_needs_cuda_is_one_answer_for_every_caller() -> None:
+    env = {"torch_version": "2.9.0", "device_kind": "cpu", "not_a_field": 1}
+    r = RunResult.needs_cuda(env, "This question's code")
+    assert r.status == "unavailable"
+    assert r.message == "This question's code needs a CUDA GPU; this server has none."
+    assert r.environment == Environment(torch_version="2.9.0", device_kind="cpu")
+    assert RunResult.needs_cuda(r.environment).message == "This snippet needs a CUDA GPU; this server has none."
+    assert Environment.from_dict(env) == r.environment  # unknown keys are ignored, known ones kept
 
 
 def test_modules_torch_imports_lazily_stay_importable(sb: Sandbox) -> None:

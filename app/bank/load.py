@@ -1,0 +1,236 @@
+"""Load the question bank from YAML, with every problem pointing at `file:line:col`.
+
+Pure Python (no web framework): the CLI, the verifier and the web app all read the bank through
+`load_bank`. A file with any problem is left out whole, so a bad edit never half-loads a set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, QuestionSet
+
+AnyQuestion = MultipleChoiceQuestion | PredictOutputQuestion
+KINDS = ("multiple_choice", "predict_output")
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    path: str
+    line: int
+    col: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+
+@dataclass
+class LoadedQuestion:
+    set_id: str
+    question: AnyQuestion
+    path: str
+    line: int
+    col: int = 1
+
+    @property
+    def id(self) -> str:
+        return self.question.id
+
+
+@dataclass
+class LoadedSet:
+    id: str
+    path: str
+    model: QuestionSet
+    questions: list[LoadedQuestion]
+
+
+@dataclass
+class Bank:
+    sets: list[LoadedSet] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def questions(self) -> list[LoadedQuestion]:
+        return [q for s in self.sets for q in s.questions]
+
+    def question(self, question_id: str) -> LoadedQuestion | None:
+        return self._by_id.get(question_id)
+
+    def set(self, set_id: str) -> LoadedSet | None:
+        return next((s for s in self.sets if s.id == set_id), None)
+
+    @property
+    def _by_id(self) -> dict[str, LoadedQuestion]:
+        cache = self.__dict__.get("_by_id_cache")
+        if cache is None:
+            cache = {q.id: q for q in self.questions}
+            self.__dict__["_by_id_cache"] = cache
+        return cache
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({q.question.topic for q in self.questions})
+
+
+class _Parsed:
+    """A file's YAML node tree and the data built from it, so errors can be mapped back to lines."""
+
+    def __init__(self, node: yaml.Node, data: Any) -> None:
+        self.node = node
+        self.data = data
+
+    def locate(self, loc: Iterable[Any], *, key: bool = False) -> tuple[int, int]:
+        """Line and column (1-based) of the node at a pydantic error location.
+
+        Walks as deep as the location exists in the file: for a missing field that is the mapping
+        which should hold it. With `key`, points at the last key rather than its value.
+        """
+        node: yaml.Node = self.node
+        target = node
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                pair = next((p for p in node.value if p[0].value == part), None)
+                if pair is None:
+                    if part in KINDS:  # the discriminated union's tag in pydantic's path
+                        continue
+                    break
+                target = pair[0] if key else pair[1]
+                node = pair[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node = target = node.value[part]
+            else:
+                break
+        mark = target.start_mark
+        return mark.line + 1, mark.column + 1
+
+
+def _duplicate_keys(node: yaml.Node, path: str) -> list[Problem]:
+    problems = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key, value in node.value:
+            if key.value in seen:
+                m = key.start_mark
+                problems.append(Problem(path, m.line + 1, m.column + 1, f"duplicate key {key.value!r}"))
+            seen.add(key.value)
+            problems += _duplicate_keys(value, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            problems += _duplicate_keys(item, path)
+    return problems
+
+
+def _parse(text: str, path: str) -> tuple[_Parsed | None, list[Problem]]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, [Problem(path, 1, 1, "file is empty: expected title, description and questions")]
+        dupes = _duplicate_keys(node, path)
+        if dupes:
+            return None, dupes
+        return _Parsed(node, loader.construct_document(node)), []
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        context = exc.context
+        if context and exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+            context += f" (opened at line {exc.context_mark.line + 1})"  # where the author must look
+        what = " ".join(filter(None, [context, exc.problem]))
+        return None, [Problem(path, line, col, f"YAML syntax error: {what}")]
+    except yaml.YAMLError as exc:
+        return None, [Problem(path, 1, 1, f"YAML error: {exc}")]
+    finally:
+        loader.dispose()
+
+
+def _describe(error: dict, data: Any) -> str:
+    parts = [p for p in error["loc"] if p not in KINDS]
+    # Name the question by its id rather than its index: authors search files by id.
+    if len(parts) >= 2 and parts[0] == "questions" and isinstance(parts[1], int):
+        questions = data.get("questions") if isinstance(data, dict) else None
+        item = questions[parts[1]] if isinstance(questions, list) and parts[1] < len(questions) else None
+        qid = item.get("id") if isinstance(item, dict) else None
+        if isinstance(qid, str):
+            parts = [f"[{qid}]", *parts[2:]]
+    loc = ".".join(str(p) for p in parts).replace("].", "] ")
+    kind = error["type"]
+    if kind == "missing":
+        return f"missing required field {loc!r}"
+    if kind == "extra_forbidden":
+        return f"unknown field {loc!r}"
+    if kind == "union_tag_invalid":
+        return f"{loc or 'question'}: kind must be one of {', '.join(KINDS)}"
+    if kind == "union_tag_not_found":
+        return f"{loc or 'question'}: missing required field 'kind' ({' or '.join(KINDS)})"
+    msg = error["msg"].removeprefix("Value error, ")
+    if kind == "string_type" and isinstance(error.get("input"), (bool, int, float)):
+        msg += f" (YAML read {error['input']!r}: put the text in quotes)"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def load_file(path: Path, display: str | None = None) -> tuple[LoadedSet | None, list[Problem]]:
+    """Validate one question-set file; returns the set only when it has no problem at all."""
+    shown = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(shown, 1, 1, f"cannot read file: {exc}")]
+    parsed, problems = _parse(text, shown)
+    if parsed is None:
+        return None, problems
+    if not isinstance(parsed.data, dict):
+        return None, [Problem(shown, 1, 1, "expected a mapping with title, description and questions")]
+    try:
+        model = QuestionSet.model_validate(parsed.data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            line, col = parsed.locate(err["loc"], key=err["type"] == "extra_forbidden")
+            problems.append(Problem(shown, line, col, _describe(err, parsed.data)))
+        return None, sorted(set(problems))
+    set_id = path.stem
+    questions = []
+    for i, q in enumerate(model.questions):
+        line, col = parsed.locate(("questions", i, "id"), key=True)
+        questions.append(LoadedQuestion(set_id, q, shown, line, col))
+    return LoadedSet(set_id, shown, model, questions), []
+
+
+def question_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+
+
+def load_bank(root: Path | str) -> Bank:
+    """Load every set under `root` (a folder of YAML files, or one file), checking ids across files."""
+    root = Path(root)
+    bank = Bank()
+    if not root.exists():
+        bank.problems.append(Problem(str(root), 1, 1, "no such file or folder"))
+        return bank
+    seen: dict[str, LoadedQuestion] = {}
+    for path in question_files(root):
+        loaded, problems = load_file(path)
+        if loaded is not None:
+            clashes = [q for q in loaded.questions if q.id in seen]
+            ids = [q.id for q in loaded.questions]
+            clashes += [q for i, q in enumerate(loaded.questions) if q.id in ids[:i]]
+            for q in clashes:
+                first = seen.get(q.id) or next(o for o in loaded.questions if o.id == q.id)
+                problems.append(
+                    Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})")
+                )
+            if not problems:
+                seen.update({q.id: q for q in loaded.questions})
+                bank.sets.append(loaded)
+        bank.problems += problems
+    return bank

@@ -1,0 +1,61 @@
+"""What a learner may see of a question before answering: its title, an excerpt, and its public
+fields. Never the key, the feedback or the explanation: those come only with a graded answer."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app.bank.load import LoadedQuestion
+from app.bank.schema import MultipleChoiceQuestion
+from app.grading import multiple_answers
+
+_WORDS = {
+    "amp": "AMP", "cpu": "CPU", "cuda": "CUDA", "gpu": "GPU", "api": "API", "fp16": "FP16", "fp32": "FP32",
+    "bf16": "BF16", "tf32": "TF32", "nan": "NaN", "nans": "NaNs", "inf": "inf", "infs": "infs",
+    "gradscaler": "GradScaler", "vs": "vs.", "fwd": "fwd", "bwd": "bwd", "mm": "mm", "bmm": "bmm",
+}  # fmt: skip
+_SEED = re.compile(r"^seed\d+$")
+
+
+def title_of(loaded: LoadedQuestion) -> str:
+    """The question's title, or else its id read as one ("amp-main-benefit" -> "AMP main benefit")."""
+    if loaded.question.title:
+        return loaded.question.title
+    words = [_WORDS.get(w, w) for w in loaded.id.split("-") if not _SEED.match(w)] or [loaded.id]
+    first = words[0]
+    words[0] = first if first in _WORDS.values() else first[:1].upper() + first[1:]
+    return " ".join(words)
+
+
+_MD_NOISE = re.compile(r"[`*_>#]|\[([^\]]*)\]\([^)]*\)")
+
+
+def excerpt(markdown_text: str, limit: int = 140) -> str:
+    """The prompt's opening words as plain text, for lists."""
+    flat = " ".join(markdown_text.split())
+    flat = _MD_NOISE.sub(lambda m: m.group(1) or "", flat)
+    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def public_question(loaded: LoadedQuestion, status: str | None = None) -> dict[str, Any]:
+    """A question as a learner may see it before answering: no key, no feedback, no explanation."""
+    q = loaded.question
+    data: dict[str, Any] = {
+        "id": q.id,
+        "set_id": loaded.set_id,
+        "title": title_of(loaded),
+        "kind": q.kind,
+        "topic": q.topic,
+        "difficulty": q.difficulty,
+        "tags": list(q.tags),
+        "prompt": q.prompt,
+        "code": q.code,
+        "requires": q.requires,
+    }
+    if isinstance(q, MultipleChoiceQuestion):
+        data["choices"] = [{"index": i, "text": c.text} for i, c in enumerate(q.choices)]
+        data["multiple"] = multiple_answers(q)
+    if status is not None:
+        data["status"] = status
+    return data

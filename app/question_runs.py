@@ -1,0 +1,76 @@
+"""The runs of questions' code, shared by every learner: a question's code is fixed, so one run
+(with its explanation) serves everyone who answers it, and it is started while the learner is
+still reading the question, when a worker is idle anyway."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from app.bank.load import LoadedQuestion
+from app.run_queue import RunQueue
+from sandbox import RunResult
+
+log = logging.getLogger("ampquiz.question_runs")
+
+# A question's run is kept unless it ended for a reason that may not happen next time.
+_TRANSIENT = {"killed", "timeout", "memory"}
+
+Key = tuple[str, str | None]
+
+
+def device_of(loaded: LoadedQuestion) -> str | None:
+    """The device a question's run asks for: CUDA-only code must never run on the CPU."""
+    return "cuda" if loaded.question.requires == "cuda" else None
+
+
+class QuestionRuns:
+    """Each question's run, run once through the queue and then kept in memory."""
+
+    def __init__(self, queue: RunQueue) -> None:
+        self.queue = queue
+        self._cache: dict[Key, RunResult] = {}
+        self._pending: dict[Key, asyncio.Future[RunResult]] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+
+    async def run(self, loaded: LoadedQuestion) -> RunResult:
+        """The question's run with explanations; raises what `RunQueue.run` raises."""
+        key = (loaded.question.code or "", device_of(loaded))
+        if key in self._cache:
+            return self._cache[key]
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                self.queue.run(key[0], explain=True, device=key[1], subject="This question's code")
+            )
+            self._pending[key] = pending
+
+            def keep(fut: asyncio.Future[RunResult]) -> None:
+                self._pending.pop(key, None)
+                if not fut.cancelled() and fut.exception() is None and fut.result().status not in _TRANSIENT:
+                    self._cache[key] = fut.result()
+
+            pending.add_done_callback(keep)
+        return await asyncio.shield(pending)
+
+    def prefetch(self, loaded: LoadedQuestion) -> None:
+        """Starts a question's run while the learner reads it, when a worker is idle anyway."""
+        if not loaded.question.code:
+            return
+        key = (loaded.question.code, device_of(loaded))
+        if key in self._cache or key in self._pending or not self.queue.has_idle_worker:
+            return
+        task = asyncio.ensure_future(self.run(loaded))
+        self._background.add(task)
+
+        def forget(t: asyncio.Task[Any]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.debug("prefetch failed: %s", t.exception())
+
+        task.add_done_callback(forget)

@@ -1,0 +1,173 @@
+"""The verification record: which answer keys were proved by execution, where, and when.
+
+One JSON file per environment under `questions/verified/` (e.g. `cpu-torch2.13.0.json`), committed
+with the bank, so a CPU-only server can still say truthfully what was verified on a GPU. Each entry
+holds a hash of what was checked (code and key); when the question changes, the entry is stale.
+
+This module owns the record whole: hashing, reading, writing, and the one staleness rule
+(`is_stale`) that both `ampquiz verify` and the web pages apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.bank.load import AnyQuestion, Bank, LoadedQuestion
+
+if TYPE_CHECKING:
+    from app.verify.check import KeyCheck
+
+RECORD_DIR = "verified"
+
+
+def question_hash(question: AnyQuestion) -> str:
+    """Hash of everything a verification depends on: the code, where it runs, and the answer key."""
+    data = question.model_dump(
+        mode="json",
+        include={"code", "requires", "kind", "answer", "accept", "device_answers", "expect", "device_expect"},
+    )
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def is_stale(entry: dict[str, Any], question: AnyQuestion) -> bool:
+    """The one staleness rule: an entry is stale when what it checked (code, where it runs, key)
+    has changed since, whatever its result. A `skip` is no exception: the change may be the one
+    that made the question runnable here (`requires: cuda` became `any`), so "not run" no longer
+    holds either."""
+    return entry.get("hash") != question_hash(question)
+
+
+def record_name(environment: dict[str, Any]) -> str:
+    return f"{environment['device_kind']}-torch{environment['torch_version']}.json"
+
+
+@dataclass
+class Record:
+    path: Path
+    environment: dict[str, Any]
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def device_kind(self) -> str:
+        return self.environment.get("device_kind", "cpu")
+
+    def to_json(self) -> str:
+        body = {"environment": self.environment, "results": dict(sorted(self.results.items()))}
+        return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What the record says of one question on one device."""
+
+    device_kind: str
+    result: str
+    """`pass`, `fail`, `skip`, `stale` (the question changed since), or `none` (never verified there)."""
+    torch_version: str = ""
+    device_name: str = ""
+    date: str = ""
+
+    @property
+    def label(self) -> str:
+        device = "CUDA" if self.device_kind == "cuda" else "CPU"
+        if self.result == "pass":
+            where = f"{device} ({self.device_name})" if self.device_kind == "cuda" and self.device_name else device
+            return f"verified by execution on {where}, torch {self.torch_version}, {self.date}"
+        if self.result == "stale":
+            return f"verified on {device}: out of date (the question changed since {self.date})"
+        if self.result == "fail":
+            return f"verification on {device} FAILED (torch {self.torch_version}, {self.date})"
+        if self.result == "skip":
+            return f"verified on {device}: not run ({self.date})"
+        return f"verified on {device}: not yet"
+
+
+def records_dir(bank_root: Path) -> Path:
+    bank_root = Path(bank_root)
+    return (bank_root.parent if bank_root.is_file() else bank_root) / RECORD_DIR
+
+
+def load_records(bank_root: Path) -> list[Record]:
+    records = []
+    folder = records_dir(bank_root)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+            records.append(Record(path, data["environment"], data.get("results", {})))
+        except (OSError, ValueError, KeyError):
+            continue
+    return records
+
+
+def verifications(records: list[Record], loaded: LoadedQuestion) -> list[Verification]:
+    """One line per device (CPU first, then CUDA), newest torch first within a device."""
+    question = loaded.question
+    if not question.code:
+        return []
+    out = []
+    for device in ("cpu", "cuda"):
+        found = [r for r in records if r.device_kind == device and loaded.id in r.results]
+        found.sort(key=lambda r: r.environment.get("date", ""), reverse=True)
+        if not found:
+            out.append(Verification(device, "none"))
+            continue
+        rec = found[0]
+        entry = rec.results[loaded.id]
+        result = entry.get("result", "none")
+        if is_stale(entry, question):
+            result = "stale"
+        env = rec.environment
+        out.append(
+            Verification(device, result, env.get("torch_version", ""), env.get("device_name", ""), env.get("date", "")[:10])
+        )
+    return out
+
+
+def stale_entries(records: list[Record], bank: Bank) -> list[str]:
+    """Every record entry that no longer holds, said as `ampquiz verify` prints it."""
+    stale = []
+    for rec in records:
+        for qid, entry in rec.results.items():
+            loaded = bank.question(qid)
+            if loaded is None:
+                stale.append(f"{rec.path.name}: {qid} is no longer in the bank")
+            elif is_stale(entry, loaded.question):
+                stale.append(f"{rec.path.name}: {qid} changed since it was verified")
+    return stale
+
+
+def write_record(
+    bank_root: Path,
+    environment: dict[str, Any],
+    checks: list[KeyCheck],
+    bank: Bank,
+    *,
+    records: list[Record],
+    partial: bool,
+) -> Record:
+    """Writes (or, with `partial`, updates) the record of this environment, and returns it.
+
+    The environment is stamped with today's date; the protections in force are left out (they
+    describe the host's sandbox, not what was proved).
+    """
+    environment = {k: v for k, v in environment.items() if k != "protections"}
+    environment["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+    path = records_dir(bank_root) / record_name(environment)
+    old = next((r for r in records if r.path.name == path.name), None)
+    results = dict(old.results) if old and partial else {}
+    for check in checks:
+        loaded = bank.question(check.id)
+        assert loaded is not None, check.id
+        results[check.id] = {"result": check.result, "hash": question_hash(loaded.question)}
+        if check.reason:
+            results[check.id]["reason"] = check.reason
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = Record(path, environment, results)
+    path.write_text(record.to_json())
+    return record

@@ -1,0 +1,273 @@
+"""The JSON API under /api (documented at /docs).
+
+Questions come without their answer key; an attempt returns the outcome, feedback, explanation
+and the run. Errors share one shape (see app.web.errors), declared here for the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import to_json
+
+from app.bank.load import LoadedSet
+from app.grading import AnswerError, grade
+from app.progress import Standing
+from app.public_question import public_question
+from app.web.deps import Learner, State, web_state
+from app.web.errors import AppError, NotFound
+
+
+class ErrorOut(BaseModel):
+    ok: Literal[False] = False
+    error: str = Field(description="What went wrong, in a sentence for a person.")
+    status: int = Field(description="The HTTP status, repeated.")
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": ErrorOut} for code in codes}
+
+
+router = APIRouter(prefix="/api", tags=["api"], responses=_errors(404, 422, 500))
+
+
+class Counts(BaseModel):
+    total: int
+    answered: int
+    new: int
+    right: int = Field(description="Questions whose last attempt was right.")
+    wrong: int = Field(
+        description="Questions whose last attempt was wrong (not yet due for review)."
+    )
+    due: int = Field(description="Missed questions due for review now.")
+
+
+class ChoiceOut(BaseModel):
+    index: int
+    text: str = Field(description="Markdown.")
+
+
+class QuestionOut(BaseModel):
+    id: str
+    set_id: str
+    title: str
+    kind: Literal["multiple_choice", "predict_output"]
+    topic: str
+    difficulty: int
+    tags: list[str]
+    prompt: str = Field(description="Markdown.")
+    code: str | None
+    requires: Literal["cpu", "cuda", "any"]
+    choices: list[ChoiceOut] | None = None
+    multiple: bool | None = Field(None, description="More than one choice is right: pick them all.")
+    status: Literal["new", "right", "wrong", "due"] | None = None
+
+
+class SetOut(BaseModel):
+    id: str
+    title: str
+    description: str
+    topics: list[str]
+    progress: Counts
+
+
+class SetDetailOut(SetOut):
+    questions: list[QuestionOut]
+
+
+class AnswerIn(BaseModel):
+    choices: list[int] | None = Field(
+        None, description="Multiple choice: the picked indices (0-based)."
+    )
+    output: str | None = Field(
+        None, max_length=10_000, description="Predict output: what you think it prints."
+    )
+
+
+class AttemptOut(BaseModel):
+    ok: Literal[True] = True
+    attempt_id: int
+    question_id: str
+    correct: bool
+    outcome: dict[str, Any] = Field(
+        description="Your answer, the correct one, each choice's feedback, the author's explanation."
+    )
+    run: dict[str, Any] | None = Field(
+        description="The question's code run in the sandbox with explanations (a RunResult), or null."
+    )
+    run_message: str | None = Field(None, description="Why there is no run, when there is none.")
+    verification: list[dict[str, str]]
+    status: str = Field(description="The question's status for you after this attempt.")
+
+
+class RunIn(BaseModel):
+    code: str = Field(description="Python source; runs in a fresh isolated process with torch.")
+    explain: bool = Field(
+        False, description="Trace ops, autocast casts, GradScaler events and hazards."
+    )
+
+
+class RunOut(BaseModel):
+    ok: Literal[True] = True
+    run: dict[str, Any] = Field(
+        description="A RunResult: status, stdout, stderr, exception, warnings, duration_ms, environment, "
+        "message, explanation."
+    )
+
+
+class ProgressOut(BaseModel):
+    totals: dict[str, int]
+    topics: list[dict[str, Any]]
+    sets: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    review: list[dict[str, Any]] = Field(description="Missed questions, soonest due first.")
+
+
+def _set_out(standing: Standing, loaded_set: LoadedSet) -> dict[str, Any]:
+    m = loaded_set.model
+    return {
+        "id": loaded_set.id,
+        "title": m.title,
+        "description": m.description,
+        "topics": sorted({q.question.topic for q in loaded_set.questions}),
+        "progress": standing.set_summary(loaded_set),
+    }
+
+
+@router.get("/sets", response_model=list[SetOut], summary="List question sets with your progress")
+async def list_sets(state: State, learner: Learner) -> Any:
+    standing = state.standing(learner)
+    return [_set_out(standing, s) for s in state.bank.sets]
+
+
+@router.get(
+    "/sets/{set_id}", response_model=SetDetailOut, summary="One set and its questions (no answers)"
+)
+async def get_set(set_id: str, state: State, learner: Learner) -> Any:
+    loaded_set = state.bank.set(set_id)
+    if loaded_set is None:
+        raise NotFound(f"There is no question set {set_id!r}.")
+    standing = state.standing(learner)
+    out = _set_out(standing, loaded_set)
+    out["questions"] = [public_question(q, standing.status(q.id)) for q in loaded_set.questions]
+    return out
+
+
+@router.get("/questions", response_model=list[QuestionOut], summary="List questions (no answers)")
+async def list_questions(
+    state: State,
+    learner: Learner,
+    set_id: Annotated[str | None, Query(alias="set")] = None,
+    topic: str | None = None,
+) -> Any:
+    standing = state.standing(learner)
+    return [
+        public_question(q, standing.status(q.id))
+        for q in state.bank.questions
+        if (set_id is None or q.set_id == set_id) and (topic is None or q.question.topic == topic)
+    ]
+
+
+@router.get(
+    "/questions/{question_id}", response_model=QuestionOut, summary="One question (no answer)"
+)
+async def get_question(question_id: str, state: State, learner: Learner) -> Any:
+    loaded = state.question(question_id)
+    state.question_runs.prefetch(loaded)
+    return public_question(loaded, state.status(learner, loaded.id))
+
+
+@router.post(
+    "/questions/{question_id}/attempts",
+    response_model=AttemptOut,
+    summary="Answer a question",
+    responses=_errors(400),
+)
+async def submit_attempt(
+    question_id: str,
+    answer: AnswerIn,
+    state: State,
+    learner: Learner,
+    run: Annotated[bool, Query(description="Include the run of the question's code.")] = True,
+) -> Any:
+    loaded = state.question(question_id)
+    try:
+        graded = grade(loaded, picked=answer.choices, output=answer.output)
+    except AnswerError as exc:
+        raise AppError(str(exc)) from None
+    saved = state.record(learner, loaded, graded)
+    result, message = await state.question_run(loaded) if run else (None, None)
+    return {
+        "attempt_id": saved.id,
+        "question_id": loaded.id,
+        "correct": graded.correct,
+        "outcome": graded.to_dict(),
+        "run": result,
+        "run_message": message,
+        "verification": state.verification_labels(loaded),
+        "status": state.status(learner, loaded.id),
+    }
+
+
+async def run_code(body: RunIn, state: State) -> Any:
+    """Runs `code` in a fresh isolated process. When every worker is busy and the queue is full,
+    answers 429 with a Retry-After header."""
+    too_long = state.code_too_long(body.code)
+    if too_long is not None:
+        raise too_long
+    result = await state.run_queue.run(body.code, explain=body.explain)
+    # Serialised straight from the dataclass as FastAPI would (NaN and infinities become null),
+    # without validating our own output against RunOut.
+    return Response(to_json({"ok": True, "run": result}, inf_nan_mode="null"), media_type="application/json")
+
+
+class RunRoute(APIRoute):
+    """POST /api/run with a handler made for it. Under load every run's request takes CPU from the
+    sandbox's runs (on 2 cores, 1 ms per request adds about 10 ms to each of 20 queued runs), so it
+    skips FastAPI's general request machinery: no dependency solving, only RunIn's validation,
+    which fails the way FastAPI's does (422, one error shape). It stays an APIRoute: /docs and
+    the OpenAPI schema describe it from `run_code`'s signature as for any other route."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        async def handle(request: Request) -> Response:
+            media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media_type != "application/json" and not media_type.endswith("+json"):
+                raise RequestValidationError(
+                    [{"type": "json_type", "loc": ("body",), "msg": "send JSON (Content-Type: application/json)"}]
+                )
+            try:
+                body = RunIn.model_validate_json(await request.body())
+            except ValidationError as exc:
+                raise RequestValidationError(exc.errors(include_url=False)) from None
+            return await run_code(body, await web_state(request))
+
+        return handle
+
+
+router.add_api_route(
+    "/run",
+    run_code,
+    methods=["POST"],
+    response_model=RunOut,
+    summary="Run code in the sandbox",
+    responses=_errors(413, 429),
+    route_class_override=RunRoute,
+)
+
+
+@router.get("/progress", response_model=ProgressOut, summary="Your progress and review queue")
+async def progress(state: State, learner: Learner) -> Any:
+    standing = state.standing(learner)
+    return {
+        "totals": standing.totals(),
+        "topics": standing.topics(),
+        "sets": [_set_out(standing, s) for s in state.bank.sets],
+        "history": standing.history(),
+        "review": standing.queue(),
+    }

@@ -1,0 +1,172 @@
+"""One way to fail: a small error hierarchy and one handler that renders every error.
+
+Browsers get a friendly HTML page; `/api`, `/healthz` and JSON clients get one shape,
+`{"ok": false, "error": "message", "status": 404}` — for our own errors, unknown routes,
+FastAPI's validation errors (422) and crashes (500) alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.run_queue import QueueFull
+from sandbox import SandboxError
+
+log = logging.getLogger("ampquiz.web")
+
+TITLES = {
+    400: "That did not work",
+    404: "Not found",
+    405: "Not allowed",
+    413: "Too large",
+    422: "That did not look right",
+    429: "Busy right now",
+    500: "Something broke",
+    503: "Not ready",
+}
+
+
+class AppError(Exception):
+    """An error a user can be told about: a status and a sentence that helps."""
+
+    status = 400
+    message = "The request could not be handled."
+
+    def __init__(
+        self, message: str | None = None, *, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message or self.message)
+        self.message = message or self.message
+        self.headers = headers or {}
+
+
+class NotFound(AppError):
+    status = 404
+    message = "There is nothing here."
+
+
+class NotReady(AppError):
+    status = 503
+    message = "The server is still starting (the sandbox is warming up). Try again in a moment."
+
+
+class PayloadTooLarge(AppError):
+    status = 413
+    message = "That code is too long to run here."
+
+
+class SandboxDown(AppError):
+    status = 503
+    message = "The sandbox that runs code is not working right now; the error was logged. Try again soon."
+
+
+class TooManyRuns(AppError):
+    status = 429
+    message = "Every sandbox worker is busy and the queue is full. Try again in a few seconds."
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(
+            f"Every sandbox worker is busy and the queue is full. Try again in {retry_after_s} s.",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+        self.retry_after_s = retry_after_s
+
+
+def run_refusal(exc: Exception) -> AppError | None:
+    """What a user is told when a run could not even start: the queue is full (429, with when to
+    come back) or the sandbox is down (503). None for any other exception. The one place that
+    words these, for the API, the pages and the run shown with an answered question."""
+    if isinstance(exc, QueueFull):
+        return TooManyRuns(exc.retry_after_s)
+    if isinstance(exc, SandboxError):
+        return SandboxDown()
+    return None
+
+
+def too_large_message(settings: Any) -> str:
+    limit = f"; code is limited to {settings.max_code_bytes} bytes" if settings else ""
+    return f"That request is too large to read{limit}."
+
+
+def wants_json(request: Request) -> bool:
+    """JSON for the API and for clients that ask for it; HTML for browsers."""
+    path = request.url.path
+    if path.startswith("/api") or path in ("/healthz", "/openapi.json"):
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": message, "status": status}
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(
+            str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "form")
+        )
+        msg = str(err.get("msg", "is not valid"))
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "Invalid request: " + "; ".join(parts) if parts else "Invalid request."
+
+
+def render_error(
+    request: Request, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    if wants_json(request):
+        return JSONResponse(error_body(status, message), status_code=status, headers=headers)
+    templates = getattr(request.app.state, "templates", None)
+    if templates is None:  # failing before the app is set up: still say something readable
+        return HTMLResponse(
+            f"<h1>{status}</h1><p>{message}</p>", status_code=status, headers=headers
+        )
+    context = {"status": status, "title": TITLES.get(status, "Error"), "message": message}
+    return templates.TemplateResponse(
+        request, "error.html", context, status_code=status, headers=headers
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def _app_error(request: Request, exc: AppError) -> Response:
+        return render_error(request, exc.status, exc.message, exc.headers)
+
+    @app.exception_handler(QueueFull)
+    @app.exception_handler(SandboxError)
+    async def _run_refused(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, SandboxError):
+            log.error("sandbox failure on %s: %s", request.url.path, exc)
+        err = run_refusal(exc)
+        assert err is not None
+        return render_error(request, err.status, err.message, err.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            message = (
+                "There is no page at this address." if not wants_json(request) else "Not found."
+            )
+            if exc.detail and exc.detail != "Not Found":
+                message = str(exc.detail)
+        elif exc.status_code == 413:  # app.web.middleware.BodyLimit stopped reading a streamed body
+            message = too_large_message(getattr(request.app.state, "settings", None))
+        else:
+            message = str(exc.detail)
+        return render_error(request, exc.status_code, message, dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        return render_error(request, 422, _validation_message(exc))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return render_error(request, 500, "Something went wrong on our side. The error was logged.")

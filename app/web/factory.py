@@ -1,0 +1,114 @@
+"""`create_app(settings)` builds the FastAPI app: pages, JSON API, static files, middleware.
+
+The app's lifespan starts one sandbox pool (unless a test passes its own) and hides the database
+folder from snippets. Everything the app holds lives on `app.state.web` (a `WebState`), never at
+module level, so tests build variants side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.live_bank import LiveBank
+from app.question_runs import QuestionRuns
+from app.run_queue import Pool, RunQueue
+from app.settings import Settings
+from app.store import Store, utcnow
+from app.web import api, health, pages, playground
+from app.web.docs import has_local_docs, mount_docs
+from app.web.errors import install_error_handlers
+from app.web.middleware import BodyLimit, LearnerCookie, SecurityHeaders
+from app.web.render import STATIC, make_templates
+from app.web.state import WebState
+
+log = logging.getLogger("ampquiz.web")
+
+API_DESCRIPTION = """\
+Practise PyTorch Automatic Mixed Precision: questions whose answers were proved by running them.
+
+Learners are anonymous: the first response sets a signed `ampquiz_learner` cookie; send it back
+to keep your attempts and progress. Questions never include their answer key; an attempt's
+response carries the outcome, the feedback, the explanation and the run of the question's code.
+Every error has the shape `{"ok": false, "error": "message", "status": 404}`.
+"""
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    sandbox: Pool | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> FastAPI:
+    """Builds the app. `sandbox`: an already started pool to share (tests); `clock`: for reviews."""
+    settings = settings or Settings.from_env()
+    store = Store(settings.database_url)
+    live_bank = LiveBank(settings.bank)
+    templates = make_templates()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        own = sandbox is None
+        pool: Any = sandbox
+        if own:
+            from sandbox import Sandbox
+
+            pool = Sandbox(
+                workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())]
+            )
+            await asyncio.to_thread(pool.start)
+            log.info(
+                "sandbox: %d workers on %s",
+                settings.sandbox_workers,
+                pool.environment.get("device_kind"),
+            )
+        from sandbox import Limits
+
+        limits = Limits(wall_s=settings.run_wall_s, cpu_s=max(1, math.ceil(settings.run_wall_s)))
+        workers = int(getattr(pool, "workers", settings.sandbox_workers))
+        run_queue = RunQueue(pool, workers=workers, queue=settings.run_queue, limits=limits)
+        question_runs = QuestionRuns(run_queue)
+        app.state.web = WebState(
+            settings, store, run_queue, question_runs, live_bank, templates, clock or utcnow
+        )
+        try:
+            yield {}
+        finally:
+            question_runs.close()
+            run_queue.close()
+            if own:
+                await asyncio.to_thread(pool.close)
+            store.close()
+
+    docs_available = has_local_docs()
+    app = FastAPI(
+        title="ampquiz",
+        description=API_DESCRIPTION,
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None if docs_available else "/docs",
+        redoc_url=None,
+    )
+    app.state.templates = templates
+    app.state.settings = settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes())  # innermost of ours
+    app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
+    app.add_middleware(SecurityHeaders)
+    install_error_handlers(app)
+    if docs_available:
+        mount_docs(app)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    app.include_router(api.router)
+    app.include_router(health.router)
+    app.include_router(pages.router)
+    app.include_router(playground.router)
+    return app

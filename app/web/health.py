@@ -1,0 +1,42 @@
+"""/healthz: is the server up, with its bank, database and sandbox? (for load balancers and people)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from app.web.errors import NotReady
+from app.web.state import WebState
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="Is the server up, with its bank and sandbox?")
+async def healthz(request: Request) -> Any:
+    state: WebState | None = getattr(request.app.state, "web", None)
+    if state is None:
+        raise NotReady()
+    bank = state.bank
+    load = state.run_queue.load()
+    # A pool whose zygote died restarts it; until then the server is up but cannot run code.
+    sandbox_alive = bool(getattr(state.run_queue.pool, "alive", True))
+    database = state.store.ping()
+    body = {
+        "ok": sandbox_alive and database,
+        "questions": len(bank.questions),
+        "sets": len(bank.sets),
+        "bank_problems": len(bank.problems),
+        "database": database,
+        "sandbox": {
+            "alive": sandbox_alive,
+            "workers": load.workers,
+            "queue": load.queue,
+            "in_flight": load.in_flight,
+            "device_kind": state.run_queue.environment.get("device_kind"),
+            "torch_version": state.run_queue.environment.get("torch_version"),
+        },
+    }
+    # 503 when it cannot do its job, so a load balancer or a supervisor can tell.
+    return body if body["ok"] else JSONResponse(body, status_code=503)

@@ -1,0 +1,140 @@
+"""The app's own ASGI middleware: the learner cookie, security headers, the request-body limit.
+
+Plain ASGI (not BaseHTTPMiddleware), so each costs microseconds and never buffers bodies.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.web.deps import LEARNER_COOKIE
+from app.web.errors import render_error, too_large_message
+
+COOKIE_MAX_AGE_S = 2 * 365 * 24 * 3600
+
+
+class LearnerCookie:
+    """Gives every request an anonymous learner id from a signed cookie, issuing one when missing."""
+
+    def __init__(self, app: ASGIApp, secret_key: str) -> None:
+        self.app = app
+        self.signer = URLSafeSerializer(secret_key, salt="ampquiz-learner")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        learner, is_new = None, False
+        for name, value in _cookies(scope):
+            if name == LEARNER_COOKIE:
+                try:
+                    learner = str(self.signer.loads(value))
+                except BadSignature:
+                    learner = None
+                break
+        if learner is None:
+            learner, is_new = uuid.uuid4().hex, True
+        scope.setdefault("state", {})["learner_id"] = learner
+
+        async def send_with_cookie(message: Message) -> None:
+            if is_new and message["type"] == "http.response.start":
+                cookie = (
+                    f"{LEARNER_COOKIE}={self.signer.dumps(learner)}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; "
+                    "HttpOnly; SameSite=Lax"
+                )
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    (b"set-cookie", cookie.encode("latin-1")),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+class SecurityHeaders:
+    """Headers every response carries: no MIME sniffing, no framing, scripts only from /static.
+
+    Swagger UI (/docs) starts itself with an inline script, so its page is left without the CSP.
+    """
+
+    CSP = (
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        b"frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = not scope["path"].startswith("/docs")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = [
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                ]
+                if csp:
+                    extra.append((b"content-security-policy", self.CSP))
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BodyLimit:
+    """Refuses a request body over `max_bytes` with 413 before reading it: at once when its
+    Content-Length says so, or as soon as a streamed (chunked) body goes past the limit.
+
+    (FastAPI's own `max_body_size` answers a declared oversized body in plain text, outside
+    the one error shape.)
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await _too_large(scope)(scope, receive, send)
+                return
+        seen = 0
+
+        async def receive_within_limit() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                # Raised where the app reads the body; the error handlers render it.
+                raise StarletteHTTPException(413)
+            return message
+
+        await self.app(scope, receive_within_limit, send)
+
+
+def _too_large(scope: Scope) -> Response:
+    return render_error(Request(scope), 413, too_large_message(scope["app"].state.settings))
+
+
+def _cookies(scope: Scope) -> list[tuple[str, str]]:
+    out = []
+    for key, value in scope.get("headers", []):
+        if key == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                name, _, val = part.strip().partition("=")
+                out.append((name, val))
+    return out

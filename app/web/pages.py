@@ -1,0 +1,144 @@
+"""The learner's HTML pages: home, a set, a question (answer and result), progress.
+
+Every page works without JavaScript: answering is a form POST that redirects to the result
+(so a reload never answers twice). The playground has its own module, `app.web.playground`.
+To add a page: a route here (or a module of its own, included in `app.web.factory`) and a
+template in `app/web/templates/`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from app.bank.schema import MultipleChoiceQuestion
+from app.grading import AnswerError, grade, multiple_answers, regrade
+from app.public_question import excerpt, title_of
+from app.web.deps import Learner, State
+from app.web.errors import NotFound
+from app.web.render import page
+from app.web.state import WebState
+
+router = APIRouter(include_in_schema=False)
+
+@router.get("/")
+async def home(request: Request, state: State, learner: Learner) -> Response:
+    bank = state.bank
+    standing = state.standing(learner)
+    sets = [
+        {
+            "set": s,
+            "summary": standing.set_summary(s),
+            "topics": sorted({q.question.topic for q in s.questions}),
+        }
+        for s in bank.sets
+    ]
+    due = sum(1 for row in standing.queue() if row["is_due"])
+    return page(
+        state, request, "home.html", sets=sets, topics=standing.topics(), due=due, bank=bank
+    )
+
+
+@router.get("/sets/{set_id}")
+async def set_page(set_id: str, request: Request, state: State, learner: Learner) -> Response:
+    loaded_set = state.bank.set(set_id)
+    if loaded_set is None:
+        raise NotFound(f"There is no question set {set_id!r}.")
+    standing = state.standing(learner)
+    rows = [
+        {
+            "q": q,
+            "title": title_of(q),
+            "excerpt": excerpt(q.question.prompt),
+            "status": standing.status(q.id),
+        }
+        for q in loaded_set.questions
+    ]
+    return page(
+        state,
+        request,
+        "set.html",
+        s=loaded_set,
+        rows=rows,
+        summary=standing.set_summary(loaded_set),
+    )
+
+
+def _question_context(state: WebState, learner: str, question_id: str) -> dict[str, Any]:
+    loaded = state.question(question_id)
+    bank = state.bank
+    loaded_set = bank.set(loaded.set_id)
+    siblings = loaded_set.questions if loaded_set else [loaded]
+    index = next((i for i, q in enumerate(siblings) if q.id == loaded.id), 0)
+    q = loaded.question
+    return {
+        "loaded": loaded,
+        "q": q,
+        "title": title_of(loaded),
+        "s": loaded_set,
+        "position": index + 1,
+        "count": len(siblings),
+        "prev": siblings[index - 1] if index > 0 else None,
+        "next": siblings[index + 1] if index + 1 < len(siblings) else None,
+        "status": state.status(learner, loaded.id),
+        "verification": state.verification_labels(loaded),
+        "multiple": multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
+        "needs_cuda": q.requires == "cuda" and not state.run_queue.has_cuda,
+    }
+
+
+@router.get("/questions/{question_id}")
+async def question_page(
+    question_id: str,
+    request: Request,
+    state: State,
+    learner: Learner,
+    attempt: Annotated[int | None, Query()] = None,
+) -> Response:
+    context = _question_context(state, learner, question_id)
+    loaded = context["loaded"]
+    shown = state.store.attempt(learner, attempt) if attempt is not None else None
+    if shown is not None and shown.question_id == loaded.id:
+        graded = regrade(loaded, shown)
+        run, run_message = await state.question_run(loaded)
+        context.update(outcome=graded, attempt=shown, run=run, run_message=run_message)
+    else:
+        state.question_runs.prefetch(loaded)
+    return page(state, request, "question.html", **context)
+
+
+@router.post("/questions/{question_id}")
+async def answer_form(
+    question_id: str,
+    request: Request,
+    state: State,
+    learner: Learner,
+    choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
+    output: Annotated[str | None, Form(max_length=10_000)] = None,
+) -> Response:
+    loaded = state.question(question_id)
+    try:
+        graded = grade(loaded, picked=choice, output=output or "")
+    except AnswerError as exc:
+        context = _question_context(state, learner, question_id)
+        return page(state, request, "question.html", status_code=400, error=str(exc), **context)
+    state.question_runs.prefetch(loaded)
+    saved = state.record(learner, loaded, graded)
+    url = request.url_for("question_page", question_id=loaded.id).include_query_params(
+        attempt=saved.id
+    )
+    return RedirectResponse(f"{url.path}?{url.query}#result", status_code=303)
+
+
+@router.get("/progress")
+async def progress_page(request: Request, state: State, learner: Learner) -> Response:
+    standing = state.standing(learner)
+    totals = standing.totals()
+    queue = standing.queue()
+    return page(
+        state, request, "progress.html",
+        topics=standing.topics(), history=standing.history(), queue=queue,
+        due=[r for r in queue if r["is_due"]], later=[r for r in queue if not r["is_due"]], totals=totals,
+    )  # fmt: skip

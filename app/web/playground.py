@@ -1,0 +1,96 @@
+"""The playground: edit and run any snippet, with the explanation beside it.
+
+Works without JavaScript (Run is a form POST that renders the whole page again); app/static/app.js
+asks for only the result panel (`/run/panel`), rendered by the same template.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import Response
+
+from app.web.deps import State
+from app.web.errors import AppError, run_refusal
+from app.web.render import page
+from app.web.state import WebState
+
+router = APIRouter(include_in_schema=False)
+
+DEFAULT_SNIPPET = """\
+import torch
+
+layer = torch.nn.Linear(4, 2)
+x = torch.ones(1, 4)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    y = layer(x)
+    loss = y.float().pow(2).mean()
+print(y.dtype, loss.dtype)
+"""
+
+
+@router.get("/run")
+async def playground(
+    request: Request, state: State, q: Annotated[str | None, Query(max_length=80)] = None
+) -> Response:
+    code, source = DEFAULT_SNIPPET, None
+    if q:
+        source = state.question(q)
+        code = source.question.code or DEFAULT_SNIPPET
+    return page(
+        state, request, "playground.html", code=code, source=source, explain=True, run=None
+    )
+
+
+async def _run(
+    state: WebState, code: str, explain: bool
+) -> tuple[dict[str, Any] | None, AppError | None]:
+    """Runs playground code; a refusal (too long, too busy) is returned to show on the page."""
+    too_long = state.code_too_long(code)
+    if too_long is not None:
+        return None, too_long
+    try:
+        result = await state.run_queue.run(code, explain=explain)
+    except Exception as exc:
+        refusal = run_refusal(exc)
+        if refusal is None:
+            raise
+        return None, refusal
+    return result.to_dict(), None
+
+
+@router.post("/run")
+async def playground_run(
+    request: Request,
+    state: State,
+    code: Annotated[str, Form()] = "",
+    explain: Annotated[bool, Form()] = False,
+    source: Annotated[str | None, Form(max_length=80)] = None,
+) -> Response:
+    """The no-JavaScript Run: the whole page again, with the result under the editor."""
+    run, error = await _run(state, code, explain)
+    loaded = state.bank.question(source) if source else None
+    response = page(
+        state, request, "playground.html", status_code=error.status if error else 200, code=code,
+        source=loaded, explain=explain, run=run, run_message=error.message if error else None,
+    )  # fmt: skip
+    response.headers.update(error.headers if error else {})
+    return response
+
+
+@router.post("/run/panel")
+async def playground_panel(
+    request: Request,
+    state: State,
+    code: Annotated[str, Form()] = "",
+    explain: Annotated[bool, Form()] = False,
+) -> Response:
+    """What app.js asks for: only the result panel, rendered by the same template as the page."""
+    run, error = await _run(state, code, explain)
+    response = page(
+        state, request, "_run_panel.html", status_code=error.status if error else 200,
+        run=run, run_message=error.message if error else None,
+    )  # fmt: skip
+    response.headers.update(error.headers if error else {})
+    return response

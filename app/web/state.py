@@ -1,0 +1,103 @@
+"""What one app instance holds (`app.state.web`): settings, store, run queue, question runs, the
+live bank, templates and the clock, with the few operations the pages and the API share.
+
+Kept on the app, never at module level, so tests build several apps side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fastapi.templating import Jinja2Templates
+
+from app import review
+from app.bank.load import Bank, LoadedQuestion
+from app.grading import GradedAnswer
+from app.live_bank import LiveBank
+from app.progress import Standing
+from app.question_runs import QuestionRuns
+from app.run_queue import RunQueue
+from app.settings import Settings
+from app.store import Attempt, Store, utcnow
+from app.verify.record import verifications
+from app.web.errors import NotFound, PayloadTooLarge, run_refusal
+
+log = logging.getLogger("ampquiz.web")
+
+
+@dataclass
+class WebState:
+    settings: Settings
+    store: Store
+    run_queue: RunQueue
+    question_runs: QuestionRuns
+    live_bank: LiveBank
+    templates: Jinja2Templates
+    clock: Callable[[], datetime] = field(default=utcnow)
+
+    @property
+    def bank(self) -> Bank:
+        return self.live_bank.current()
+
+    def code_too_long(self, code: str) -> PayloadTooLarge | None:
+        """The 413 for a snippet over the size limit (the API raises it, the playground shows it)."""
+        size, limit = len(code.encode()), self.settings.max_code_bytes
+        if size <= limit:
+            return None
+        return PayloadTooLarge(f"That code is {size} bytes; the limit is {limit} bytes.")
+
+    def question(self, question_id: str) -> LoadedQuestion:
+        found = self.bank.question(question_id)
+        if found is None:
+            raise NotFound(f"There is no question {question_id!r}.")
+        return found
+
+    def verification_labels(self, loaded: LoadedQuestion) -> list[dict[str, str]]:
+        return [
+            {"device": v.device_kind, "result": v.result, "label": v.label}
+            for v in verifications(self.live_bank.records, loaded)
+        ]
+
+    async def question_run(self, loaded: LoadedQuestion) -> tuple[dict[str, Any] | None, str | None]:
+        """The question's run (shared by every learner) as a dict, or why there is none right now."""
+        if not loaded.question.code:
+            return None, None
+        try:
+            run = await self.question_runs.run(loaded)
+        except Exception as exc:
+            refusal = run_refusal(exc)
+            if refusal is None:
+                raise
+            if refusal.status >= 500:
+                log.error("sandbox failure running %s: %s", loaded.id, exc)
+            return None, refusal.message
+        return run.to_dict(), None
+
+    def record(self, learner: str, loaded: LoadedQuestion, graded: GradedAnswer) -> Attempt:
+        """Stores an attempt and moves the question's review card (see app.review)."""
+        now = self.clock()
+        update = review.after_attempt(self.store.card(learner, loaded.id), graded.correct, now)
+        q = loaded.question
+        return self.store.record_attempt(
+            learner,
+            question_id=q.id,
+            set_id=loaded.set_id,
+            topic=q.topic,
+            kind=q.kind,
+            answer=graded.answer,
+            correct=graded.correct,
+            review=update,
+            now=now,
+        )
+
+    def status(self, learner: str, question_id: str) -> str:
+        """One question's status for one learner, without reading their whole history."""
+        last_correct, due = self.store.question_state(learner, question_id)
+        return review.status_of(last_correct, due, self.clock())
+
+    def standing(self, learner: str) -> Standing:
+        return Standing(self.bank, self.store.learner_data(learner), self.clock())

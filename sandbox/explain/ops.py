@@ -1,0 +1,350 @@
+"""Op tracing for `sandbox.explain`: which torch calls a snippet line made, in which dtypes, and why.
+
+Two modes work together. A `TorchFunctionMode` sees user-level calls (`torch.nn.functional.linear`,
+`Tensor.sum`) with the frame that made them; a `TorchDispatchMode` sees the aten ops underneath,
+including the `aten._to_copy` casts that autocast inserts (the autocast dispatch key runs before the
+Python dispatch key, so those casts reach the mode).
+
+Runs in: the runner. Only torch and the standard library are imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from sandbox.explain.calls import (
+    BACKWARD_NAMES,
+    CONVERSIONS,
+    LOW_PRECISION,
+    NAMES,
+    Call,
+    autocast_state,
+    describe_inputs,
+    dtype_name,
+    first_tensor,
+    involves_low_precision,
+    locate,
+    op_name,
+    reason_for,
+    tensors_in,
+)
+from sandbox.explain.report import OpRecord
+
+MAX_INPUTS = 6
+"""Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
+MAX_CASTS = 4
+MAX_SIGNATURES = 20_000
+"""Distinct call signatures remembered for counting once the visible trace is full."""
+
+_CAST_OPS = frozenset(
+    {
+        torch.ops.aten._to_copy.default,
+        # inference_mode skips the decomposition of `to`, so its casts arrive as aten.to
+        torch.ops.aten.to.dtype,
+        torch.ops.aten.to.dtype_layout,
+        torch.ops.aten.to.device,
+        torch.ops.aten.to.other,
+    }
+)
+
+# --- the tracer -------------------------------------------------------------------------------
+
+
+class _FunctionMode(TorchFunctionMode):
+    def __init__(self, tracer: OpTracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        # Fast path first: property reads (`p.grad`, `x.dtype`) are most of the calls.
+        if kwargs is None:
+            kwargs = {}
+        if NAMES.get(func, "") is None or self.tracer.paused:
+            return func(*args, **kwargs)
+        return self.tracer.on_function(func, args, kwargs)
+
+
+class _DispatchMode(TorchDispatchMode):
+    def __init__(self, tracer: OpTracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        return self.tracer.on_dispatch(func, args, kwargs or {})
+
+
+DispatchHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any, Any, "Call | None"], None]
+PreHook = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+class OpTracer:
+    """Records user-level torch calls, folded by (line, op, signature), capped at `max_ops` rows."""
+
+    def __init__(self, filename: str, max_ops: int) -> None:
+        self.filename = filename
+        self.max_ops = max_ops
+        self.ops: list[OpRecord] = []
+        self._index: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        self.ops_total = 0
+        self.calls_total = 0
+        self.truncated = False
+        self.stack: list[Call] = []
+        self.paused = 0
+        self.errors: list[str] = []
+        self.last_failed: tuple[BaseException, dict[str, Any]] | None = None
+        self.before_dispatch: PreHook | None = None
+        self.after_dispatch: DispatchHook | None = None
+        self.after_call: (
+            Callable[[Call, Any, tuple[Any, ...], dict[str, Any], Any], None] | None
+        ) = None
+        self._modes: list[Any] = []
+        self._dispatch_mode: _DispatchMode | None = None
+        self._dispatch_depth = 0
+
+    # installation
+
+    def install(self) -> None:
+        """Push the function mode for the whole run; the dispatch mode is pushed per call."""
+        tf = _FunctionMode(self)
+        tf.__enter__()
+        self._modes.append(tf)
+        self._dispatch_mode = _DispatchMode(self)
+
+    def uninstall(self) -> None:
+        """Pop our function mode, and any mode the snippet pushed above it and never popped."""
+        from torch.overrides import _pop_mode
+
+        while self._modes:
+            mode = self._modes.pop()
+            try:
+                while torch._C._len_torch_function_stack() > 0:
+                    if _pop_mode() is mode:
+                        break
+            except Exception as exc:  # noqa: BLE001 - a mode stack the snippet broke
+                self.note_error(f"could not remove {type(mode).__name__}: {exc}")
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """Let the explainer's own tensor work run untraced."""
+        self.paused += 1
+        try:
+            yield
+        finally:
+            self.paused -= 1
+
+    def note_error(self, message: str) -> None:
+        if len(self.errors) < 3:
+            self.errors.append(message)
+
+    # the two hooks
+
+    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Every torch-function call while installed; only the snippet's own are recorded.
+
+        The dispatch mode costs ~10 us per aten op, so it is pushed only around calls where it can
+        see something: direct calls that run under autocast, touch float16/bfloat16 or run the
+        backward pass, and internal calls (optimizer, GradScaler) with low-precision tensors.
+        """
+        if self.paused:
+            return func(*args, **kwargs)
+        name = op_name(func)
+        if name is None:
+            return func(*args, **kwargs)
+        line, direct, frame = locate(self.filename, sys._getframe(2))
+        if not direct and not involves_low_precision(args, kwargs):
+            return func(*args, **kwargs)  # library internals in float32: nothing to see
+        call = Call(name, line, direct, frame)
+        before = None
+        if direct:
+            try:
+                ac = self._autocast_for(args, kwargs)
+                before = (describe_inputs(args, kwargs), ac)
+                watch = (
+                    ac[1] is not None
+                    or name in BACKWARD_NAMES
+                    or name in CONVERSIONS
+                    or involves_low_precision(args, kwargs)
+                )
+            except Exception as exc:  # noqa: BLE001
+                self.note_error(f"inputs of {name}: {exc!r}")
+                direct, watch = False, False
+        else:
+            watch = involves_low_precision(args, kwargs)
+        push = watch and self._dispatch_depth == 0 and self._dispatch_mode is not None
+        self.stack.append(call)
+        if push:
+            self._dispatch_mode.__enter__()  # type: ignore[union-attr]
+            self._dispatch_depth += 1
+        try:
+            out = func(*args, **kwargs)
+        except BaseException as exc:
+            self._leave(push)
+            if direct and before is not None:
+                self._safe_record(call, before, None, exc)
+            raise
+        self._leave(push)
+        if direct and before is not None:
+            if name in BACKWARD_NAMES or first_tensor(out) is not None:
+                self._safe_record(call, before, out, None)
+            if self.after_call is not None:
+                self.paused += 1
+                try:
+                    self.after_call(call, func, args, kwargs, out)
+                except Exception as exc:  # noqa: BLE001
+                    self.note_error(f"after {name}: {exc!r}")
+                finally:
+                    self.paused -= 1
+        return out
+
+    def _leave(self, pushed: bool) -> None:
+        self.stack.pop()
+        if pushed:
+            self._dispatch_depth -= 1
+            self._dispatch_mode.__exit__(None, None, None)  # type: ignore[union-attr]
+
+    def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.paused:
+            return func(*args, **kwargs)
+        pre = None
+        before = self.before_dispatch
+        if (
+            before is not None
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and args[0].dtype in LOW_PRECISION
+        ):
+            self.paused += 1
+            try:
+                pre = before(func, args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                self.note_error(f"before {func}: {exc!r}")
+            finally:
+                self.paused -= 1
+        out = func(*args, **kwargs)
+        call = self.stack[-1] if self.stack else None
+        cast = func in _CAST_OPS and call is not None and call.direct
+        low_out = isinstance(out, torch.Tensor) and out.dtype in LOW_PRECISION
+        if not (cast or low_out or (pre is not None) or isinstance(out, (tuple, list))):
+            return out
+        self.paused += 1
+        try:
+            if cast:
+                src = args[0] if args else None
+                if (
+                    isinstance(src, torch.Tensor)
+                    and isinstance(out, torch.Tensor)
+                    and src.dtype != out.dtype
+                ):
+                    call.casts.append(  # type: ignore[union-attr]
+                        (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
+                    )
+            if self.after_dispatch is not None:
+                self.after_dispatch(func, args, kwargs, out, pre, call)
+        except Exception as exc:  # noqa: BLE001
+            self.note_error(f"after {func}: {exc!r}")
+        finally:
+            self.paused -= 1
+        return out
+
+    # recording
+
+    @staticmethod
+    def _autocast_for(
+        args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str | None, tuple[str, str] | None, tuple[str, str] | None]:
+        """(device type of the inputs, autocast on that device, autocast on another device)."""
+        device = None
+        for t in tensors_in(args, kwargs):
+            device = t.device.type
+            break
+        on_here = other = None
+        for dev in ("cpu", "cuda"):
+            on, dt = autocast_state(dev)
+            if on and dt is not None:
+                if device is None or dev == device:
+                    if on_here is None:
+                        on_here = (dev, dtype_name(dt))
+                else:
+                    other = (dev, dtype_name(dt))
+        return device, on_here, other
+
+    def _safe_record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
+        self.paused += 1
+        try:
+            self._record(call, before, out, exc)
+        except Exception as err:  # noqa: BLE001
+            self.note_error(f"recording {call.name}: {err!r}")
+        finally:
+            self.paused -= 1
+
+    def _record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
+        inputs, (device, autocast, other) = before
+        tensor = first_tensor(out)
+        out_desc = (
+            (dtype_name(tensor.dtype), tuple(tensor.shape), str(tensor.device))
+            if tensor is not None
+            else None
+        )
+        error = None
+        if exc is not None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            error = f"{type(exc).__name__}: {first}"[:200]
+        casts = call.casts
+        reason = reason_for(
+            call.name,
+            [d[0] for d in inputs],
+            out_desc[0] if out_desc else None,
+            autocast,
+            other if autocast is None else None,
+            device,
+            casts,
+            error,
+        )
+        casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
+        key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason)
+        self.calls_total += 1
+        entry = self._index.get(key, False)
+        if entry is False:
+            self.ops_total += 1
+            entry = None
+            if len(self.ops) < self.max_ops:
+                entry = {
+                    "name": call.name,
+                    "line": call.line,
+                    "count": 0,
+                    "inputs": [_desc_dict(d) for d in inputs[:MAX_INPUTS]],
+                    "output": _desc_dict(out_desc) if out_desc else None,
+                    "autocast": {"device_type": autocast[0], "dtype": autocast[1]}
+                    if autocast
+                    else None,
+                    "casts": [
+                        {"from": c[0], "to": c[1], "shape": list(c[2])} for c in casts[:MAX_CASTS]
+                    ],
+                    "reason": reason,
+                }
+                if len(inputs) > MAX_INPUTS:
+                    entry["inputs_total"] = len(inputs)
+                if len(casts) > MAX_CASTS:
+                    entry["casts_total"] = len(casts)
+                if error is not None:
+                    entry["error"] = error
+                self.ops.append(entry)
+            else:
+                self.truncated = True
+            if len(self._index) < MAX_SIGNATURES:
+                self._index[key] = entry
+        if entry is not None:
+            entry["count"] += 1
+        if exc is not None and entry is not None:
+            self.last_failed = (exc, entry)
+
+
+def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> dict[str, Any]:
+    return {"dtype": d[0], "shape": list(d[1]), "device": d[2]}

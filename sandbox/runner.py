@@ -1,0 +1,191 @@
+"""The runner: the body of one forked process that prepares itself, runs one snippet, and exits.
+
+Runs in: the runner (a fork of the zygote: the zygote imports this module, but its code runs
+only in the child, from `Zygote.spawn`). The runner joins its cgroup, enters its namespaces and
+private filesystem, warms up torch (first-op costs paid before any code arrives) and says it is
+ready; when the pool sends code it drops to an unprivileged uid, applies rlimits and runs the
+snippet once with `sandbox.execute`, reports, then exits. It never returns into the zygote's loop.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sandbox import isolation, wire
+from sandbox.cgroup import CgroupFactory, RunCgroup
+
+WORKDIR = "/tmp/run"
+"""The runner's private working folder (a tmpfs where it has a mount namespace)."""
+
+# The seed torch's default generator started from before it seeded itself from the OS.
+_CLASSIC_DEFAULT_SEED = 67280421310721
+ZYGOTE_INITIAL_SEED: int | None = None
+"""torch.initial_seed() in the zygote, taken before anything could draw from the generator; set
+by `remember_zygote_seed` in the zygote, so every runner forked from it inherits it."""
+
+
+def remember_zygote_seed() -> None:
+    """Called by the zygote once torch is imported, before it forks any runner."""
+    import torch
+
+    global ZYGOTE_INITIAL_SEED
+    ZYGOTE_INITIAL_SEED = torch.initial_seed()
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_environment(cuda: bool) -> dict[str, Any]:
+    import torch
+
+    return {
+        "torch_version": torch.__version__.split("+")[0],
+        "device_kind": "cuda" if cuda else "cpu",
+        "device_name": "" if cuda else _cpu_name(),
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+    }
+
+
+def _warm_up_runner(cuda: bool) -> str:
+    """First-op costs (kernels, allocator, CUDA context) paid in the prepared runner, before any code.
+
+    Creating the Linear layer draws from torch's generator; `_seed_like_a_fresh_process` then
+    gives the snippet the generator a fresh process would have.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    device = "cuda" if cuda else "cpu"
+    x = torch.ones(4, 4, device=device)
+    layer = torch.nn.Linear(4, 4, device=device)
+    with torch.no_grad():
+        with torch.autocast(device):
+            layer(x).float().sum().item()
+        (x @ x).half().float().sum().item()
+    _seed_like_a_fresh_process()
+    if cuda:
+        torch.cuda.synchronize()
+        return torch.cuda.get_device_name(0)
+    return ""
+
+
+def _seed_like_a_fresh_process() -> None:
+    """Every runner is a fork of one zygote, so all would draw the same "random" numbers. A fresh
+    process of this torch seeds itself from the OS (each run differs) or, in older versions, from
+    a fixed default seed (each run the same): do what it would do. Python's `random` reseeds
+    itself after a fork; NumPy's global generator does not."""
+    import torch
+
+    if ZYGOTE_INITIAL_SEED == _CLASSIC_DEFAULT_SEED:
+        torch.manual_seed(_CLASSIC_DEFAULT_SEED)
+    else:
+        torch.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
+    try:
+        wire.send(
+            sock, {"type": "crash", "message": f"sandbox {who} failed: {type(exc).__name__}: {exc}"}
+        )
+    except BaseException:  # noqa: BLE001, S110 - the pool reads a closed socket as a crash too
+        pass
+
+
+def run_runner(
+    config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory
+) -> None:
+    """Body of the runner process; never returns."""
+    try:
+        os.setsid()
+        # Dies with the zygote (and so with the server): set again after the uid changes below.
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
+        if config["pid_namespace"]:
+            protections.append("pid-namespace")
+        cg = cgroups.create(config["cgroup_name"]) if cgroups.available else None
+        if cg is not None:
+            try:
+                cg.add(os.getpid())  # read in our own pid namespace: this process
+                protections += cg.features
+                config = {**config, "cgroup": {k: str(v) for k, v in cg.dirs.items()}}
+            except OSError:
+                pass  # a cgroup we may not join: the run goes on without its caps, and says so
+        wire.send(sock, {"type": "hello", "cgroup": config.get("cgroup")})
+        protections += isolation.enter_namespaces()
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        sys.stdout.reconfigure(line_buffering=True)
+        if "mount-namespace" in protections:
+            protections = protections + isolation.private_filesystem(
+                config["hide"], config["keep"], WORKDIR, config["tmp_bytes"]
+            )
+        else:
+            os.makedirs(WORKDIR, exist_ok=True)
+        uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
+        if os.geteuid() == 0:
+            os.chown(WORKDIR, uid, uid)
+        env = describe_environment(config["cuda"])
+        device_name = _warm_up_runner(config["cuda"])
+        if device_name:
+            env["device_name"] = device_name
+        # Applied when the code arrives (limits come with it), before any of it runs.
+        protections += ["rlimits"] + (["unprivileged-uid"] if os.geteuid() == 0 else [])
+        env["protections"] = protections
+        wire.send(sock, {"type": "ready", "environment": env})
+        request = wire.recv(sock)
+        if request is None:
+            os._exit(0)
+        limits = request["limits"]
+        cgroup = config.get("cgroup")
+        if cgroup:
+            RunCgroup.from_paths(cgroup).set_limits(limits["memory_bytes"], limits["processes"])
+        isolation.apply_rlimits(
+            cpu_s=limits["cpu_s"],
+            file_bytes=limits["file_bytes"],
+            open_files=limits["open_files"],
+            # NPROC counts every process of the uid: meaningful only for our private per-run uid.
+            processes=limits["processes"] if os.geteuid() == 0 else 1 << 20,
+            memory_bytes=None if config["cuda"] else limits["memory_bytes"],
+        )
+        isolation.drop_privileges(uid)
+        # Changing uid clears the parent-death signal: set it again, so a runner never outlives
+        # the zygote (and so the server), whatever the snippet does.
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.chdir(WORKDIR)
+        os.environ.clear()
+        os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
+        isolation.close_fds({sock.fileno()})
+        from sandbox.execute import execute
+
+        started = time.perf_counter()
+        outcome = execute(request["code"], explain=request.get("explain", False))
+        outcome["duration_ms"] = (time.perf_counter() - started) * 1000
+        outcome["environment"] = env
+        outcome["type"] = "result"
+        wire.send(sock, outcome)
+    except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
+        _report_crash(sock, "runner", exc)
+    finally:
+        os._exit(0)

@@ -1,0 +1,107 @@
+"""`ampquiz verify`: the bank's keys are proved by execution; a wrong key is caught and named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.cli import BANK, ampquiz, pick_question
+
+
+def _edit_copy(tmp_path: Path, edit) -> Path:
+    """A copy of the real bank with `edit(question_dict)` applied to each question of each file."""
+    copy = tmp_path / "bank"
+    shutil.copytree(BANK, copy, ignore=shutil.ignore_patterns("verified"))
+    for path in copy.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        for q in data["questions"]:
+            edit(q)
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return copy
+
+
+
+@pytest.fixture(scope="module")
+def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str, dict[str, str]]:
+    wrong_answer = pick_question("predict_output")
+    wrong_expect = pick_question("multiple_choice", expect_key="raises")
+    raises = next(
+        q["id"] for p in sorted(BANK.glob("*.yaml")) for q in yaml.safe_load(p.read_text())["questions"]
+        if q["kind"] == "predict_output" and q.get("requires", "any") != "cuda" and q["id"] != wrong_answer
+    )
+
+    def edit(q: dict) -> None:
+        if q["id"] == wrong_answer:
+            q["answer"] = "torch.float64"
+        elif q["id"] == wrong_expect:
+            q["expect"]["raises"] = "KeyError"
+        elif q["id"] == raises:
+            q["code"] = q["code"] + "\nraise ValueError('boom from the snippet')\n"
+
+    copy = _edit_copy(tmp_path_factory.mktemp("verify"), edit)
+    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises}
+    out = ampquiz("verify", str(copy), "--json")
+    text = ampquiz("verify", str(copy), "--only", *ids.values())
+    return out.returncode, json.loads(out.stdout), text.stdout, ids
+
+
+def test_wrong_answer_fails_with_a_diff(broken_report) -> None:
+    code, report, text, ids = broken_report
+    assert code == 1
+    failed = {q["id"]: q for q in report["questions"] if q["result"] == "fail"}
+    assert set(failed) == set(ids.values())
+    bad = failed[ids["answer"]]
+    assert "-torch.float64" in bad["diff"] and bad["device"] == "cpu"
+    assert f"FAIL {ids['answer']}" in text and "-torch.float64" in text
+
+
+def test_wrong_expect_fails_naming_the_exception(broken_report) -> None:
+    _, report, text, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["expect"])
+    assert bad["result"] == "fail" and "expected KeyError" in bad["reason"]
+    assert f"FAIL {ids['expect']}" in text
+
+
+def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) -> None:
+    _, report, text, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["raises"])
+    assert bad["result"] == "fail"
+    assert "ValueError: boom from the snippet" in bad["exception"]
+    assert bad["summary"], "a failure carries the explanation summary of the run"
+    assert "2 failed" not in text and "3 failed" in text
+
+
+def test_record_is_written_and_goes_stale_when_the_question_changes(tmp_path: Path) -> None:
+    qid = pick_question("predict_output")
+    copy = _edit_copy(tmp_path, lambda q: None)
+    out = ampquiz("verify", str(copy), "--only", qid, "--record")
+    assert out.returncode == 0, out.stdout
+    records = list((copy / "verified").glob("cpu-torch*.json"))
+    assert len(records) == 1
+    rec = json.loads(records[0].read_text())
+    assert rec["environment"]["device_kind"] == "cpu" and rec["environment"]["date"]
+    assert rec["results"][qid]["result"] == "pass" and len(rec["results"][qid]["hash"]) == 16
+
+    def edit(q: dict) -> None:
+        if q["id"] == qid:
+            q["code"] = q["code"] + "\n# changed\n"
+
+    for path in copy.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        for q in data["questions"]:
+            edit(q)
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    again = ampquiz("verify", str(copy), "--only", qid)
+    assert f"stale record: {records[0].name}: {qid} changed since it was verified" in again.stdout
+
+
+def test_show_prints_what_the_code_prints() -> None:
+    qid = pick_question("predict_output")
+    q = next(q for p in BANK.glob("*.yaml") for q in yaml.safe_load(p.read_text())["questions"] if q["id"] == qid)
+    out = ampquiz("verify", "--show", qid)
+    assert out.returncode == 0
+    assert out.stdout.rstrip() == q["answer"].rstrip()

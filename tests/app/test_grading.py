@@ -1,0 +1,74 @@
+"""Grading a learner's answer: pure functions, no server (milliseconds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.bank.load import LoadedQuestion
+from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion
+from app.grading import AnswerError, grade, normalise_output, regrade
+from app.store import Attempt
+
+COMMON = {"topic": "t", "difficulty": 1, "prompt": "p", "explanation": "E", "source": "s"}
+
+
+def predict(**fields: object) -> LoadedQuestion:
+    q = PredictOutputQuestion(id="po", kind="predict_output", code="print(1)", answer="torch.float16", **COMMON, **fields)
+    return LoadedQuestion("set", q, "set.yaml", 1)
+
+
+def choice(*correct: bool) -> LoadedQuestion:
+    choices = [Choice(text=f"c{i}", correct=c, why=f"w{i}") for i, c in enumerate(correct)]
+    q = MultipleChoiceQuestion(id="mc", kind="multiple_choice", choices=choices, **COMMON)
+    return LoadedQuestion("set", q, "set.yaml", 1)
+
+
+def test_printed_output_is_compared_after_normalising_line_ends_and_trailing_space() -> None:
+    assert normalise_output("a  \r\nb\t\n\n\n") == "a\nb"
+    assert grade(predict(), output="torch.float16  \n\n").correct
+    assert not grade(predict(), output="torch.float32").correct
+
+
+def test_accepted_spellings_count_as_right() -> None:
+    loaded = predict(accept=["float16"])
+    assert grade(loaded, output="float16").correct
+    assert grade(loaded, output="float16").accepted == ["float16"]
+
+
+def test_multiple_choice_is_right_only_with_exactly_the_correct_choices() -> None:
+    loaded = choice(True, True, False)
+    assert grade(loaded, picked=[1, 0]).correct
+    assert not grade(loaded, picked=[0]).correct
+    assert not grade(loaded, picked=[0, 1, 2]).correct
+    feedback = grade(loaded, picked=[2]).choices
+    assert [(f.index, f.picked, f.correct) for f in feedback] == [(0, False, True), (1, False, True), (2, True, False)]
+
+
+@pytest.mark.parametrize(
+    ("loaded", "answer", "message"),
+    [
+        (choice(True, False), {"picked": []}, "Pick an answer first."),
+        (choice(True, False), {"picked": [5]}, "Choice 5 does not exist (this question has 2)."),
+        (choice(True, False), {"output": "x"}, "This is a multiple-choice question: send the picked choices."),
+        (predict(), {"picked": [0]}, "This question asks what the code prints: send the output."),
+    ],
+)
+def test_an_answer_that_does_not_fit_is_refused_in_one_sentence(
+    loaded: LoadedQuestion, answer: dict, message: str
+) -> None:
+    with pytest.raises(AnswerError) as info:
+        grade(loaded, **answer)
+    assert str(info.value) == message
+
+
+def test_a_stored_attempt_is_shown_as_graded_then() -> None:
+    loaded = predict()
+    attempt = Attempt(learner_id="l", question_id="po", set_id="set", topic="t", kind="predict_output",
+                      answer=json.dumps("torch.float32"), correct=True)  # fmt: skip
+    shown = regrade(loaded, attempt)
+    assert shown is not None and shown.correct is True and shown.output == "torch.float32"
+    changed_kind = Attempt(learner_id="l", question_id="po", set_id="set", topic="t", kind="multiple_choice",
+                           answer=json.dumps([0]), correct=False)  # fmt: skip
+    assert regrade(loaded, changed_kind) is None

@@ -1,0 +1,200 @@
+"""The HTML pages, used as a browser without JavaScript would: read, answer with forms, run code."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.bank import load_bank
+from tests.support.web import Web
+
+pytestmark = pytest.mark.anyio
+
+from tests.support.cli import REPO
+
+
+def text_of(html: str) -> str:
+    """The page's words, roughly as a reader sees them."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+async def test_home_lists_sets_topics_and_counts(web: Web) -> None:
+    async with web.client() as c:
+        page = await c.get("/")
+        assert page.status_code == 200
+        words = text_of(page.text)
+        assert "Basics for tests" in words and "4 questions" in words
+        assert "A small set used by the web tests." in words  # the description's Markdown, rendered
+        assert "autocast-basics" in words and "dtypes" in words
+        assert "A file mid-edit" not in words
+
+
+async def test_set_page_shows_each_questions_status(web: Web) -> None:
+    async with web.client() as c:
+        await c.post("/questions/mc-half-dtype", data={"choice": "0"})
+        await c.post("/questions/mc-sixteen-bit", data={"choice": ["0", "1"]})
+        page = (await c.get("/sets/basics")).text
+        rows = re.findall(
+            r'<li class="question-row status-(\w+)">\s*<a href="/questions/([\w-]+)"', page
+        )
+        assert rows == [
+            ("new", "po-linear-dtype"),
+            ("wrong", "mc-half-dtype"),
+            ("right", "mc-sixteen-bit"),
+            ("new", "po-needs-cuda"),
+        ]
+        web.clock.advance(hours=1)
+        page = (await c.get("/sets/basics")).text
+        assert 'status-due"><a href="/questions/mc-half-dtype"' in page.replace(">\n    <a", "><a")
+
+
+async def test_question_page_renders_markdown_safely_and_highlights_code(web: Web) -> None:
+    async with web.client() as c:
+        page = (await c.get("/questions/po-linear-dtype")).text
+        assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+        assert '<span id="L-3">' in page and '<span class="k">with</span>' in page
+        assert 'name="output"' in page and 'href="/run?q=po-linear-dtype"' in page
+        assert "verified on CPU: not yet" in page and "verified on CUDA: not yet" in page
+        mc = (await c.get("/questions/mc-sixteen-bit")).text
+        assert mc.count('type="checkbox" name="choice"') == 3 and "Pick every right answer" in mc
+        cuda = (await c.get("/questions/po-needs-cuda")).text
+        assert "needs a CUDA GPU; this server has none" in cuda
+
+
+async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web: Web) -> None:
+    async with web.client() as c:
+        r = await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})
+        assert r.status_code == 303
+        assert re.fullmatch(
+            r"/questions/po-linear-dtype\?attempt=\d+#result", r.headers["location"]
+        )
+        page = (await c.get(r.headers["location"])).text
+        words = text_of(page)
+        assert "Not quite" in words and "You said torch.float32" in words
+        assert "It prints torch.bfloat16 torch.Size([1, 2])" in words
+        assert "EXPLANATION-PO" in words
+        assert (
+            "Op trace" in words
+            and "torch.nn.functional.linear" in words
+            and "bfloat16 [1, 2]" in words
+        )
+        assert "Try it again" in words
+
+        r = await c.post(
+            "/questions/po-linear-dtype", data={"output": "torch.bfloat16 torch.Size([1, 2])"}
+        )
+        page = (await c.get(r.headers["location"])).text
+        assert "Right!" in text_of(page)
+
+
+async def test_multiple_choice_form_feedback_for_the_pick(web: Web) -> None:
+    async with web.client() as c:
+        r = await c.post("/questions/mc-half-dtype", data={"choice": "2"}, follow_redirects=True)
+        words = text_of(r.text)
+        assert "Not quite" in words
+        assert (
+            "WHY-C-WRONG" in words and "WHY-B-RIGHT" in words
+        )  # the pick's feedback and the right one's
+        assert "your answer" in words and "the correct answer" in words
+        assert "Why the other choices are wrong" in words and "WHY-A-WRONG" in words
+        assert "EXPLANATION-MC" in words
+        assert "torch.float16" in words and "Output" in words  # the run printed the key
+
+        empty = await c.post("/questions/mc-half-dtype", data={})
+        assert empty.status_code == 400 and "Pick an answer first." in empty.text
+        other = await c.get(
+            "/questions/mc-sixteen-bit?attempt=1"
+        )  # someone's attempt at another question
+        assert "Not quite" not in other.text and "Right!" not in other.text
+
+
+async def test_playground_runs_without_javascript(web: Web) -> None:
+    async with web.client() as c:
+        page = (await c.get("/run")).text
+        assert '<textarea name="code"' in page and "torch.autocast" in page
+        prefilled = (await c.get("/run?q=mc-half-dtype")).text
+        assert "print(torch.ones(2).half().dtype)" in prefilled
+        ran = await c.post("/run", data={"code": "print('hello from the sandbox')"})
+        assert ran.status_code == 200 and "hello from the sandbox" in text_of(ran.text)
+        panel = await c.post(
+            "/run/panel",
+            data={"code": "import torch\nprint(torch.ones(1).half() * 70000)", "explain": "true"},
+        )
+        assert panel.status_code == 200 and "<html" not in panel.text
+        assert "tensor([inf]" in panel.text and "Op trace" in panel.text
+
+
+async def test_progress_page_shows_history_topics_and_review(web: Web) -> None:
+    async with web.client() as c:
+        empty = text_of((await c.get("/progress")).text)
+        assert "No attempts yet." in empty and "Nothing to review yet." in empty
+        await c.post("/questions/mc-half-dtype", data={"choice": "0"})
+        await c.post("/questions/mc-sixteen-bit", data={"choice": ["0", "1"]})
+        words = text_of((await c.get("/progress")).text)
+        assert "Mc half dtype" in words and "Mc sixteen bit" in words
+        assert "✗ wrong" in words and "✓ right" in words
+        assert "50%" in words  # dtypes: 1 of 2 attempts right
+        assert "next review in 10 minutes" in words
+
+
+async def test_every_question_in_the_real_bank_renders(web: Web) -> None:
+    """The bank other people are writing: each page renders (bad files are left out, not fatal)."""
+    bank_dir = REPO / "questions"
+    bank = load_bank(bank_dir)
+    verified = 0
+    async with web.client(bank=bank_dir) as c:
+        assert (await c.get("/")).status_code == 200
+        for s in bank.sets:
+            assert (await c.get(f"/sets/{s.id}")).status_code == 200
+        for q in bank.questions:
+            page = await c.get(f"/questions/{q.id}")
+            assert page.status_code == 200, q.id
+            assert 'class="answer"' in page.text
+            verified += "verified by execution on CPU, torch" in page.text
+    assert bank.questions and verified  # the committed CPU record shows as badges
+
+
+async def test_a_set_added_while_the_server_runs_is_served(web: Web) -> None:
+    async with web.client() as c:
+        c.app.state.web.live_bank.check_every_s = 0  # type: ignore[attr-defined]
+        assert (await c.get("/sets/extra")).status_code == 404
+        (web.bank / "extra.yaml").write_text(
+            "title: Added later\ndescription: Written while the server ran.\nquestions:\n"
+            '  - {id: extra-one, kind: multiple_choice, topic: extra, difficulty: 1, prompt: "Which one?",\n'
+            "     explanation: Because., source: tests,\n"
+            "     choices: [{text: this, correct: true, why: Right.}, {text: that, correct: false, why: Wrong.}]}\n"
+        )
+        page = await c.get("/sets/extra")
+        assert page.status_code == 200 and "Added later" in page.text
+        assert (await c.get("/api/questions/extra-one")).json()["set_id"] == "extra"
+
+
+@pytest.mark.parametrize(
+    "explanation",
+    [
+        {},
+        {"summary": "not a list", "ops": None, "scaler": "?", "hazards": 3},
+        {"ops": [{}], "scaler": [{}], "hazards": [{}], "ops_truncated": True},
+        {"ops": [{"name": "torch.mm", "inputs": [None, "odd"], "output": "float16", "casts": [{}]}]},
+        {"scaler": [{"event": "something_new", "line": 3, "detail": 1.0}], "error": "tracer stopped"},
+    ],
+)
+def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
+    """Explanations come from another process and another engineer's module: any missing or odd
+    key must leave the rest of the result readable."""
+    from app.web.render import make_templates
+
+    run = {
+        "status": "ok",
+        "stdout": "tensor([1.])\n",
+        "stderr": "",
+        "exception": None,
+        "warnings": [{"category": "UserWarning", "message": "careful"}],
+        "duration_ms": 12.5,
+        "environment": {},
+        "message": "",
+        "explanation": explanation,
+    }
+    html = make_templates().env.get_template("_run.html").render(run=run)
+    assert "tensor([1.])" in html and "careful" in html

@@ -1,0 +1,75 @@
+"""The app on PostgreSQL (`AMPQUIZ_DATABASE_URL`): attempts, progress and review times hold there too.
+
+Uses the PostgreSQL server on this machine (loopback, trust auth; `AMPQUIZ_TEST_POSTGRES` names
+another) with a database made for each test and dropped after it. That database's sessions run in
+New York time, so a timestamp stored or read as local time instead of UTC shows up as a review
+that comes due hours early or late.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+from tests.support.web import Web
+
+pytestmark = pytest.mark.anyio
+
+SERVER = os.environ.get("AMPQUIZ_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+SECRET = "k" * 40  # the secret key file lives next to a SQLite file; on PostgreSQL it is configured
+
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    name = f"ampquiz_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(SERVER, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'"))
+    try:
+        yield make_url(SERVER).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+async def test_progress_survives_a_restart_on_postgres(web: Web, postgres_url: str) -> None:
+    on_postgres = {"database_url": postgres_url, "secret_key": SECRET}
+    async with web.client(**on_postgres) as c:
+        assert (await c.get("/healthz")).json()["database"] is True
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post(
+            "/api/questions/po-linear-dtype/attempts?run=false",
+            json={"output": "torch.bfloat16 torch.Size([1, 2])"},
+        )
+        cookies = c.cookies
+
+    async with web.client(cookies=cookies, **on_postgres) as c:  # a new app on the same database
+        progress = (await c.get("/api/progress")).json()
+        assert progress["totals"]["attempts"] == 2 and progress["totals"]["right"] == 1
+        assert [h["question_id"] for h in progress["history"]] == ["po-linear-dtype", "mc-half-dtype"]
+        assert [r["question_id"] for r in progress["review"]] == ["mc-half-dtype"]
+    assert not web.db.exists()  # nothing went to the SQLite default
+
+    engine = create_engine(postgres_url)
+    with engine.connect() as conn:  # the rows really are in PostgreSQL
+        assert conn.execute(text("SELECT count(*) FROM attempt")).scalar_one() == 2
+    engine.dispose()
+
+
+async def test_reviews_come_due_on_time_on_postgres(web: Web, postgres_url: str) -> None:
+    async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "right"
+        web.clock.advance(minutes=30)
+        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "due"
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        review = (await c.get("/api/progress")).json()["review"]
+        assert review[0]["is_due"] is False and "day" in review[0]["due_in"]

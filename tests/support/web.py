@@ -1,0 +1,163 @@
+"""The web tests' support: a small question bank, a movable clock, and the real app on a real
+temporary SQLite file, talked to through httpx's ASGI transport.
+
+Every app the tests build shares the session's sandbox pool (it takes seconds to start; the apps
+take milliseconds): pass it as `Web(tmp_path, pool)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from app.settings import Settings
+from app.web.factory import create_app
+from sandbox import Sandbox
+
+BANK = {
+    "basics.yaml": """\
+title: Basics for tests
+description: A *small* set used by the web tests.
+questions:
+  - id: po-linear-dtype
+    kind: predict_output
+    topic: autocast-basics
+    difficulty: 1
+    prompt: |
+      What does this print? <script>alert("xss")</script>
+    code: |
+      import torch
+      layer = torch.nn.Linear(4, 2)
+      with torch.autocast("cpu"):
+          y = layer(torch.ones(1, 4))
+      print(y.dtype, y.shape)
+    requires: cpu
+    answer: torch.bfloat16 torch.Size([1, 2])
+    accept: ["torch.bfloat16  torch.Size([1, 2])"]
+    explanation: |
+      EXPLANATION-PO: `linear` is on autocast's lower-precision list.
+    source: tests
+  - id: mc-half-dtype
+    kind: multiple_choice
+    topic: dtypes
+    difficulty: 2
+    prompt: Which dtype does this print?
+    code: |
+      import torch
+      print(torch.ones(2).half().dtype)
+    requires: cpu
+    choices:
+      - text: "`torch.float32`"
+        correct: false
+        why: WHY-A-WRONG half() converts to float16.
+      - text: "`torch.float16`"
+        correct: true
+        why: WHY-B-RIGHT half means float16.
+      - text: "`torch.bfloat16`"
+        correct: false
+        why: WHY-C-WRONG bfloat16 is another format.
+    expect:
+      stdout: torch.float16
+    explanation: EXPLANATION-MC half is float16.
+    source: tests
+  - id: mc-sixteen-bit
+    kind: multiple_choice
+    topic: dtypes
+    difficulty: 1
+    prompt: Which are 16-bit floating-point types?
+    choices:
+      - {text: float16, correct: true, why: WHY-M0 yes}
+      - {text: bfloat16, correct: true, why: WHY-M1 yes}
+      - {text: float32, correct: false, why: WHY-M2 no}
+    explanation: EXPLANATION-MULTI
+    source: tests
+  - id: po-needs-cuda
+    kind: predict_output
+    topic: autocast-basics
+    difficulty: 2
+    prompt: What does this print on a GPU?
+    code: |
+      import torch
+      with torch.autocast("cuda"):
+          y = torch.ones(2, 2, device="cuda") @ torch.ones(2, 2, device="cuda")
+      print(y.dtype)
+    requires: cuda
+    answer: torch.float16
+    explanation: EXPLANATION-CUDA
+    source: tests
+""",
+    "broken.yaml": """\
+title: A file mid-edit
+description: Has a problem, so it is left out while the rest loads.
+questions:
+  - id: broken-one
+    kind: predict_output
+""",
+}
+
+SECRETS = ("EXPLANATION-", "WHY-", "torch.Size([1, 2])")
+"""Text of the test bank's keys, feedback and explanations: no page may show it before an attempt."""
+KEY_FIELDS = ('"correct"', '"why"', '"answer"', '"accept"', '"explanation"', '"expect"')
+"""JSON keys that would carry an answer key."""
+
+
+def write_bank(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in BANK.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@dataclass
+class Clock:
+    """The only thing the web tests fake: time, to see reviews come due."""
+
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+@dataclass
+class Web:
+    """Builds the real app on `tmp/ampquiz.db` with the test bank; `client()` runs its lifespan."""
+
+    tmp: Path
+    pool: Sandbox
+    clock: Clock = field(default_factory=Clock)
+
+    def __post_init__(self) -> None:
+        self.bank = write_bank(self.tmp / "bank")
+        self.db = self.tmp / "data" / "ampquiz.db"
+
+    def settings(self, **overrides: Any) -> Settings:
+        values: dict[str, Any] = {"database_url": f"sqlite:///{self.db}", "bank": self.bank}
+        values.update(overrides)
+        return Settings(**values)
+
+    def app(self, **overrides: Any) -> FastAPI:
+        return create_app(self.settings(**overrides), sandbox=self.pool, clock=self.clock)
+
+    @asynccontextmanager
+    async def client(
+        self, cookies: httpx.Cookies | None = None, **overrides: Any
+    ) -> AsyncIterator[httpx.AsyncClient]:
+        """The real app through httpx's ASGI transport, its lifespan run around the client."""
+        app = self.app(**overrides)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://testserver", cookies=cookies
+            ) as client:
+                client.app = app  # type: ignore[attr-defined]
+                yield client
