@@ -7,11 +7,15 @@ Pure functions over bank questions; no web, no database. Both the pages and the 
 
 from __future__ import annotations
 
+import hashlib
+import math
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.bank.lint import NUMBER
 from app.bank.load import LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
+from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, Tolerance
 
 if TYPE_CHECKING:
     from app.store import Attempt
@@ -24,12 +28,39 @@ def normalise_output(text: str) -> str:
 
 
 def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
-    """Every printed text that counts as right: the answer, its spellings, and per-device answers."""
-    return [normalise_output(t) for t in [question.answer, *question.accept, *question.device_answers.values()]]
+    """Every printed text that counts as right: the answer and its spellings, for the device the
+    question asks about. What the code prints on another device never counts (a question about a
+    machine without a GPU is not answered by what a GPU prints)."""
+    here = question.device_answers.get(question.asks_about)
+    texts = [question.answer, *question.accept, *([here] if here is not None else [])]
+    return list(dict.fromkeys(normalise_output(t) for t in texts))
+
+
+def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> bool:
+    """Same text around the numbers (white space aside), and each number close enough."""
+    got, want = NUMBER.findall(submitted), NUMBER.findall(expected)
+    if not want or len(got) != len(want):
+        return False
+    if [" ".join(t.split()) for t in NUMBER.split(submitted)] != [" ".join(t.split()) for t in NUMBER.split(expected)]:
+        return False
+    return all(math.isclose(float(a), float(b), rel_tol=tolerance.rel, abs_tol=tolerance.abs) for a, b in zip(got, want))
+
+
+def describe_tolerance(tolerance: Tolerance | None) -> str:
+    """"0.2 %", "±0.006", "0.2 % or ±0.006": how close a printed number must be, in words."""
+    if tolerance is None:
+        return ""
+    parts = ([f"{tolerance.rel * 100:g} %"] if tolerance.rel else []) + ([f"±{tolerance.abs:g}"] if tolerance.abs else [])
+    return " or ".join(parts)
 
 
 def grade_output(question: PredictOutputQuestion, submitted: str) -> bool:
-    return normalise_output(submitted) in accepted_outputs(question)
+    said = normalise_output(submitted)
+    accepted = accepted_outputs(question)
+    if said in accepted:
+        return True
+    tolerance = question.tolerance
+    return tolerance is not None and any(within_tolerance(said, a, tolerance) for a in accepted)
 
 
 def correct_choices(question: MultipleChoiceQuestion) -> set[int]:
@@ -39,6 +70,16 @@ def correct_choices(question: MultipleChoiceQuestion) -> set[int]:
 def grade_choices(question: MultipleChoiceQuestion, picked: set[int]) -> bool:
     """Right only when exactly the correct choices are picked (all of them, and nothing else)."""
     return set(picked) == correct_choices(question)
+
+
+def choice_order(question: MultipleChoiceQuestion, learner: str) -> list[int]:
+    """The order a learner sees the choices in (their original indices): stable for one learner
+    and question, different between learners, as written when the question opts out."""
+    order = list(range(len(question.choices)))
+    if question.shuffle:
+        seed = hashlib.sha256(f"{learner}\0{question.id}".encode()).digest()
+        random.Random(seed).shuffle(order)
+    return order
 
 
 def multiple_answers(question: MultipleChoiceQuestion) -> bool:
@@ -53,10 +94,13 @@ class AnswerError(ValueError):
 @dataclass
 class Feedback:
     index: int
+    """The choice's identity: its place in the YAML file, whatever order a learner sees."""
     text: str
     why: str
     correct: bool
     picked: bool
+    position: int = 0
+    """Where the learner saw it (0 is the first, "A")."""
 
 
 @dataclass
@@ -71,6 +115,9 @@ class GradedAnswer:
     expected_output: str | None = None
     device_answers: dict[str, str] = field(default_factory=dict)
     accepted: list[str] = field(default_factory=list)
+    tolerance: str = ""
+    """How close printed numbers must be, in words ("0.2 %"), when the question has a tolerance."""
+    asks_about: str = "cpu"
     explanation: str = ""
 
     @property
@@ -91,15 +138,22 @@ class GradedAnswer:
             data["output"] = self.output
             data["expected_output"] = self.expected_output
             data["accepted"] = self.accepted
+            data["tolerance"] = self.tolerance
+            data["asks_about"] = self.asks_about
             data["device_answers"] = self.device_answers
         return data
 
 
 def grade(
-    loaded: LoadedQuestion, *, picked: list[int] | None = None, output: str | None = None
+    loaded: LoadedQuestion,
+    *,
+    picked: list[int] | None = None,
+    output: str | None = None,
+    order: list[int] | None = None,
 ) -> GradedAnswer:
-    """Grades one answer: the picked choices for a multiple-choice question, the predicted output
-    for a predict-output one. Raises AnswerError when it cannot be an answer to this question."""
+    """Grades one answer: the picked choices (by identity) for a multiple-choice question, the
+    predicted output for a predict-output one; the feedback lists choices in `order` (the
+    learner's). Raises AnswerError when it cannot be an answer to this question."""
     q = loaded.question
     if isinstance(q, MultipleChoiceQuestion):
         if picked is None:
@@ -110,13 +164,19 @@ def grade(
             raise AnswerError(f"Choice {bad[0]} does not exist (this question has {len(q.choices)}).")
         if not chosen:
             raise AnswerError("Pick an answer first.")
-        feedback = [Feedback(i, c.text, c.why, c.correct, i in chosen) for i, c in enumerate(q.choices)]
+        shown = order if order is not None and sorted(order) == list(range(len(q.choices))) else range(len(q.choices))
+        feedback = [
+            Feedback(i, q.choices[i].text, q.choices[i].why, q.choices[i].correct, i in chosen, position)
+            for position, i in enumerate(shown)
+        ]
         return GradedAnswer(
             grade_choices(q, set(chosen)), q.kind, picked=chosen, choices=feedback, explanation=q.explanation
         )
     assert isinstance(q, PredictOutputQuestion)
     if output is None:
         raise AnswerError("This question asks what the code prints: send the output.")
+    if not output.strip():
+        raise AnswerError("Type what you think it prints first.")
     return GradedAnswer(
         grade_output(q, output),
         q.kind,
@@ -124,16 +184,20 @@ def grade(
         expected_output=normalise_output(q.answer),
         device_answers=dict(q.device_answers),
         accepted=[normalise_output(a) for a in q.accept],
+        tolerance=describe_tolerance(q.tolerance),
+        asks_about=q.asks_about,
         explanation=q.explanation,
     )
 
 
-def regrade(loaded: LoadedQuestion, attempt: Attempt) -> GradedAnswer | None:
-    """A stored attempt, shown again (None when the question changed kind since)."""
+def regrade(loaded: LoadedQuestion, attempt: Attempt, order: list[int] | None = None) -> GradedAnswer | None:
+    """A stored attempt, shown again (None when it answered another version of the question)."""
+    if attempt.fingerprint and attempt.fingerprint != loaded.question.fingerprint():
+        return None
     value = attempt.answer_value
     try:
         if isinstance(loaded.question, MultipleChoiceQuestion) and isinstance(value, list):
-            out = grade(loaded, picked=[int(v) for v in value])
+            out = grade(loaded, picked=[int(v) for v in value], order=order)
         elif isinstance(loaded.question, PredictOutputQuestion) and isinstance(value, str):
             out = grade(loaded, output=value)
         else:

@@ -13,7 +13,7 @@ from typing import Any
 from app import review
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
 from app.public_question import title_of
-from app.store import Attempt, LearnerData
+from app.store import Attempt, LearnerData, ReviewCard
 
 
 @dataclass
@@ -28,10 +28,23 @@ class Standing:
     def __post_init__(self) -> None:
         self.last = {}
         for a in self.data.attempts:
-            self.last[a.question_id] = a
+            if self.answered_this_version(a):
+                self.last[a.question_id] = a
+
+    def answered_this_version(self, attempt: Attempt) -> bool:
+        """Whether an attempt answered the question as it is now (not a changed or replaced one)."""
+        loaded = self.bank.question(attempt.question_id)
+        return loaded is not None and attempt.fingerprint in ("", loaded.fingerprint)
+
+    def card(self, question_id: str) -> ReviewCard | None:
+        card = self.data.cards.get(question_id)
+        loaded = self.bank.question(question_id)
+        if card is None or loaded is None or card.fingerprint not in ("", loaded.fingerprint):
+            return None
+        return card
 
     def status(self, question_id: str) -> str:
-        return review.status(self.last.get(question_id), self.data.cards.get(question_id), self.now)
+        return review.status(self.last.get(question_id), self.card(question_id), self.now)
 
     def summary(self, questions: list[LoadedQuestion]) -> dict[str, int]:
         counts = {"total": len(questions), "new": 0, "right": 0, "wrong": 0, "due": 0}
@@ -90,7 +103,8 @@ class Standing:
                     "attempt_id": a.id,
                     "question_id": a.question_id,
                     "title": title_of(loaded) if loaded else a.question_id,
-                    "exists": loaded is not None,
+                    "exists": loaded is not None and self.answered_this_version(a),
+                    "changed": loaded is not None and not self.answered_this_version(a),
                     "topic": a.topic,
                     "correct": a.correct,
                     "answer": a.answer_value,
@@ -101,7 +115,8 @@ class Standing:
 
     def queue(self) -> list[dict[str, Any]]:
         rows = []
-        for item in review.queue(self.data.cards, self.now):
+        cards = {qid: c for qid in self.data.cards if (c := self.card(qid)) is not None}
+        for item in review.queue(cards, self.now):
             loaded = self.bank.question(item.question_id)
             if loaded is None:
                 continue

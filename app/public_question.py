@@ -8,7 +8,7 @@ from typing import Any
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import multiple_answers
+from app.grading import choice_order, multiple_answers
 
 _WORDS = {
     "amp": "AMP", "cpu": "CPU", "cuda": "CUDA", "gpu": "GPU", "api": "API", "fp16": "FP16", "fp32": "FP32",
@@ -38,8 +38,16 @@ def excerpt(markdown_text: str, limit: int = 140) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-def public_question(loaded: LoadedQuestion, status: str | None = None) -> dict[str, Any]:
-    """A question as a learner may see it before answering: no key, no feedback, no explanation."""
+def public_question(
+    loaded: LoadedQuestion,
+    status: str | None = None,
+    *,
+    learner: str = "",
+    proof: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A question as a learner may see it before answering: no key, no feedback, no explanation.
+    Choices come in the learner's own order (`choice_order`), each with its identity (`index`),
+    which is what an answer sends back."""
     q = loaded.question
     data: dict[str, Any] = {
         "id": q.id,
@@ -52,10 +60,13 @@ def public_question(loaded: LoadedQuestion, status: str | None = None) -> dict[s
         "prompt": q.prompt,
         "code": q.code,
         "requires": q.requires,
+        "asks_about": q.asks_about,
     }
     if isinstance(q, MultipleChoiceQuestion):
-        data["choices"] = [{"index": i, "text": c.text} for i, c in enumerate(q.choices)]
+        data["choices"] = [{"index": i, "text": q.choices[i].text} for i in choice_order(q, learner)]
         data["multiple"] = multiple_answers(q)
     if status is not None:
         data["status"] = status
+    if proof is not None:
+        data["proof"] = proof
     return data

@@ -70,6 +70,7 @@ class RunQueue:
         self._in_flight = 0
         self._mean_s = 0.05
         """Moving average of a run's duration, for Retry-After."""
+        self._changed: asyncio.Event | None = None
 
     @property
     def environment(self) -> dict[str, Any]:
@@ -92,27 +93,49 @@ class RunQueue:
     def retry_after_s(self) -> int:
         return retry_after_s(self._in_flight, self.workers, self._mean_s)
 
+    async def spare_worker(self) -> None:
+        """Returns once a background run may start without a learner ever waiting for it: while
+        another worker stays free (with one worker: when it is idle)."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        while self._in_flight > max(0, self.workers - 2):
+            self._changed.clear()
+            await self._changed.wait()
+
     async def run(
-        self, code: str, *, explain: bool = False, device: str | None = None, subject: str = "This snippet"
+        self,
+        code: str,
+        *,
+        explain: bool = False,
+        device: str | None = None,
+        subject: str = "This snippet",
+        limits: Limits | None = None,
+        background: bool = False,
     ) -> RunResult:
         """Runs `code` in the sandbox; raises QueueFull when workers and queue are all taken.
-        `subject` names the code in the answer a CUDA-only snippet gets on a host without a GPU."""
+        `subject` names the code in the answer a CUDA-only snippet gets on a host without a GPU.
+        A `background` run (proving a key) is not counted against the queue's room for learners
+        and leaves the mean run time alone; call `spare_worker()` first."""
         if device == "cuda" and not self.has_cuda:
             return RunResult.needs_cuda(self.pool.environment, subject)  # at once: no worker needed
-        if self._in_flight >= self.workers + self.queue:
+        if not background and self._in_flight >= self.workers + self.queue:
             raise QueueFull(self.retry_after_s())
         self._in_flight += 1
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
+        chosen = limits or self.limits
         future = loop.run_in_executor(
-            self._executor, lambda: self.pool.run(code, self.limits, explain=explain, device=device)
+            self._executor, lambda: self.pool.run(code, chosen, explain=explain, device=device)
         )
 
         def done(_: object) -> None:
             # Counted down when the sandbox is done, not when the client gives up: a run
             # abandoned by its client still holds its worker.
             self._in_flight -= 1
-            self._mean_s = 0.8 * self._mean_s + 0.2 * (time.perf_counter() - started)
+            if not background:
+                self._mean_s = 0.8 * self._mean_s + 0.2 * (time.perf_counter() - started)
+            if self._changed is not None:
+                self._changed.set()
 
         future.add_done_callback(done)
         return await asyncio.shield(future)

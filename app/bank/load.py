@@ -6,7 +6,7 @@ Pure Python (no web framework): the CLI, the verifier and the web app all read t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,21 +14,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app.bank import lint
+from app.bank.problem import Problem
 from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, QuestionSet
 
 AnyQuestion = MultipleChoiceQuestion | PredictOutputQuestion
 KINDS = ("multiple_choice", "predict_output")
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    path: str
-    line: int
-    col: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
 
 
 @dataclass
@@ -43,6 +34,14 @@ class LoadedQuestion:
     def id(self) -> str:
         return self.question.id
 
+    @property
+    def fingerprint(self) -> str:
+        """`QuestionBase.fingerprint`, computed once per loaded question."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            cached = self.__dict__["_fingerprint"] = self.question.fingerprint()
+        return cached
+
 
 @dataclass
 class LoadedSet:
@@ -56,6 +55,9 @@ class LoadedSet:
 class Bank:
     sets: list[LoadedSet] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    """Errors: each left its file out."""
+    warnings: list[Problem] = field(default_factory=list)
+    """Worth an author's look; nothing was left out for them."""
 
     @property
     def questions(self) -> list[LoadedQuestion]:
@@ -210,27 +212,54 @@ def question_files(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
 
 
-def load_bank(root: Path | str) -> Bank:
-    """Load every set under `root` (a folder of YAML files, or one file), checking ids across files."""
+def load_bank(root: Path | str, *, incumbents: Mapping[str, str] | None = None) -> Bank:
+    """Load every set under `root` (a folder of YAML files, or one file), checking ids across files.
+
+    When two files define the same id, the file that *introduced* the conflict is left out whole,
+    whatever the files are called: the one that did not serve the id before (`incumbents`: id ->
+    path, from the bank a live server was serving), else the one modified last. So a new file that
+    reuses an id never takes down the set already served, and `ampquiz lint` blames the same file.
+    """
     root = Path(root)
     bank = Bank()
     if not root.exists():
         bank.problems.append(Problem(str(root), 1, 1, "no such file or folder"))
         return bank
-    seen: dict[str, LoadedQuestion] = {}
+    served_before = set((incumbents or {}).values())
+    candidates: list[tuple[tuple, LoadedSet]] = []
     for path in question_files(root):
         loaded, problems = load_file(path)
-        if loaded is not None:
-            clashes = [q for q in loaded.questions if q.id in seen]
-            ids = [q.id for q in loaded.questions]
-            clashes += [q for i, q in enumerate(loaded.questions) if q.id in ids[:i]]
-            for q in clashes:
-                first = seen.get(q.id) or next(o for o in loaded.questions if o.id == q.id)
-                problems.append(
-                    Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})")
-                )
-            if not problems:
-                seen.update({q.id: q for q in loaded.questions})
-                bank.sets.append(loaded)
         bank.problems += problems
+        if loaded is None:
+            continue
+        ids = [q.id for q in loaded.questions]
+        inner = [q for i, q in enumerate(loaded.questions) if q.id in ids[:i]]
+        for q in inner:
+            first = next(o for o in loaded.questions if o.id == q.id)
+            bank.problems.append(
+                Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})")
+            )
+        if not inner:
+            candidates.append(((loaded.path not in served_before, _mtime_ns(path), loaded.path), loaded))
+    taken: dict[str, LoadedQuestion] = {}
+    for _rank, loaded in sorted(candidates, key=lambda c: c[0]):
+        clashes = [q for q in loaded.questions if q.id in taken]
+        for q in clashes:
+            first = taken[q.id]
+            bank.problems.append(
+                Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line}); "
+                        "this file is left out until one of them is renamed")
+            )  # fmt: skip
+        if not clashes:
+            taken.update({q.id: q for q in loaded.questions})
+            bank.sets.append(loaded)
+    bank.sets.sort(key=lambda s: s.path)
+    bank.warnings = sorted(lint.warnings(q for s in bank.sets for q in s.questions))
     return bank
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

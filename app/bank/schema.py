@@ -8,6 +8,8 @@ Authors: README.md, "Writing questions", has a complete example and the rules th
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -70,11 +72,39 @@ class QuestionBase(Strict):
     tags: list[Slug] = Field(default_factory=list)
     code: str | None = Field(None, description="Python snippet; runs in the sandbox.")
     requires: Requires = Field("any", description="Where the code can run: cpu, cuda or any.")
+    device: Device | None = Field(
+        None,
+        description="The device the question asks about (its answer is what the code does there). "
+        "Default: the one `requires` names, else cpu. Per-device answers for other devices are "
+        "shown after answering but never count as right.",
+    )
+
+    @property
+    def asks_about(self) -> str:
+        """The device whose output is this question's answer."""
+        return self.device or (self.requires if self.requires != "any" else "cpu")
+
+    def fingerprint(self) -> str:
+        """Identity of what a learner answered: prompt, code, choices and key, not the prose
+        around them. An attempt keeps it, so a changed or replaced question (even under the
+        same id) never inherits another question's history."""
+        data = self.model_dump(
+            mode="json",
+            include={"kind", "prompt", "code", "device", "requires", "choices", "answer", "accept",
+                     "device_answers", "tolerance"},
+        )  # fmt: skip
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
 
 
 class MultipleChoiceQuestion(QuestionBase):
     kind: Literal["multiple_choice"]
     choices: list[Choice] = Field(min_length=2)
+    shuffle: bool = Field(
+        True,
+        description="Show the choices in an order of each learner's own (stable per learner and "
+        "question). Set false where choices refer to each other (\"both of the above\").",
+    )
     expect: Expect | None = Field(None, description="Required when there is code.")
     device_expect: dict[Device, Expect] = Field(
         default_factory=dict, description="Per-device override of expect, where output differs by device."
@@ -91,11 +121,29 @@ class MultipleChoiceQuestion(QuestionBase):
         return self
 
 
+class Tolerance(Strict):
+    """How close a printed number must be to count as right (either bound suffices)."""
+
+    rel: float = Field(0.0, ge=0, lt=1, description="Relative tolerance, e.g. 0.001 for 0.1 %.")
+    abs: float = Field(0.0, ge=0, description="Absolute tolerance.")
+
+    @model_validator(mode="after")
+    def _some(self) -> Tolerance:
+        if self.rel == 0 and self.abs == 0:
+            raise ValueError("tolerance needs rel or abs above 0")
+        return self
+
+
 class PredictOutputQuestion(QuestionBase):
     kind: Literal["predict_output"]
     code: NonEmpty = Field(description="Python snippet whose printed output the learner predicts.")
     answer: str = Field(description="Exact text the code prints.")
     accept: list[str] = Field(default_factory=list, description="Other acceptable spellings.")
+    tolerance: Tolerance | None = Field(
+        None,
+        description="Accept printed numbers within this tolerance of the answer's (the text "
+        "around them must match); for values no one could derive to the last digit.",
+    )
     device_answers: dict[Device, str] = Field(
         default_factory=dict, description="What the code prints on a given device, where that differs."
     )

@@ -1,4 +1,5 @@
-"""`ampquiz lint [PATH]`: check question files; every problem as `file:line:col: message`."""
+"""`ampquiz lint [PATH]`: check question files; every problem as `file:line:col: message`, and
+warnings (`file:line:col: warning: …`) that do not fail it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from app.cli.common import DEFAULT_BANK
 
 def _cmd_lint(args: argparse.Namespace) -> int:
     bank = load_bank(args.path)
-    for problem in sorted(bank.problems):
+    for problem in sorted([*bank.problems, *bank.warnings]):
         print(problem)
-    n_e = len(bank.problems)
-    print(f"{len(bank.questions)} questions in {len(bank.sets)} sets, {n_e} error{'s' if n_e != 1 else ''}")
-    return 1 if bank.problems else 0
+    n_e, n_w = len(bank.problems), len(bank.warnings)
+    counts = f"{n_e} error{'s' if n_e != 1 else ''}" + (f", {n_w} warning{'s' if n_w != 1 else ''}" if n_w else "")
+    print(f"{len(bank.questions)} questions in {len(bank.sets)} sets, {counts}")
+    return 1 if bank.problems else 0  # warnings never fail the lint
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -26,11 +26,17 @@ RECORD_DIR = "verified"
 
 
 def question_hash(question: AnyQuestion) -> str:
-    """Hash of everything a verification depends on: the code, where it runs, and the answer key."""
+    """Hash of everything a verification depends on: the code, where it runs, and the answer key.
+    Fields added to the format since records were first written count only when set, so adding a
+    field never makes every committed record stale."""
     data = question.model_dump(
         mode="json",
-        include={"code", "requires", "kind", "answer", "accept", "device_answers", "expect", "device_expect"},
-    )
+        include={"code", "requires", "device", "kind", "answer", "accept", "tolerance", "device_answers",
+                 "expect", "device_expect"},
+    )  # fmt: skip
+    for later in ("device", "tolerance"):
+        if data.get(later) is None:
+            data.pop(later, None)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -75,17 +81,21 @@ class Verification:
 
     @property
     def label(self) -> str:
-        device = "CUDA" if self.device_kind == "cuda" else "CPU"
+        """What proved the key there, said exactly: "verified by running on CPU · torch 2.13.0 ·
+        2026-11-22", "verified on CUDA · NVIDIA H100 · torch 2.13.0 · 2026-11-22", or why not."""
         if self.result == "pass":
-            where = f"{device} ({self.device_name})" if self.device_kind == "cuda" and self.device_name else device
-            return f"verified by execution on {where}, torch {self.torch_version}, {self.date}"
+            if self.device_kind == "cuda":
+                name = f"{self.device_name} · " if self.device_name else ""
+                return f"verified on CUDA · {name}torch {self.torch_version} · {self.date}"
+            return f"verified by running on CPU · torch {self.torch_version} · {self.date}"
+        device = "CUDA" if self.device_kind == "cuda" else "CPU"
         if self.result == "stale":
             return f"verified on {device}: out of date (the question changed since {self.date})"
         if self.result == "fail":
-            return f"verification on {device} FAILED (torch {self.torch_version}, {self.date})"
+            return f"running it on {device} contradicted the key (torch {self.torch_version}, {self.date})"
         if self.result == "skip":
-            return f"verified on {device}: not run ({self.date})"
-        return f"verified on {device}: not yet"
+            return f"not run on {device} ({self.date})"
+        return f"not yet verified on {device}"
 
 
 def records_dir(bank_root: Path) -> Path:

@@ -16,12 +16,13 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_json
 
-from app.bank.load import LoadedSet
-from app.grading import AnswerError, grade
+from app.bank.load import LoadedQuestion, LoadedSet
+from app.grading import AnswerError, grade, regrade
 from app.progress import Standing
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
+from app.web.state import WebState
 
 
 class ErrorOut(BaseModel):
@@ -53,6 +54,14 @@ class ChoiceOut(BaseModel):
     text: str = Field(description="Markdown.")
 
 
+class ProofOut(BaseModel):
+    state: Literal["proved", "conceptual", "elsewhere", "pending", "held_back"] = Field(
+        description="proved, conceptual or elsewhere: graded; pending (its key is being checked by "
+        "running it) or held_back (its run contradicts its key): not graded (409)."
+    )
+    badges: list[dict[str, str]] = Field(description="What proved the key, per device, in words.")
+
+
 class QuestionOut(BaseModel):
     id: str
     set_id: str
@@ -64,9 +73,13 @@ class QuestionOut(BaseModel):
     prompt: str = Field(description="Markdown.")
     code: str | None
     requires: Literal["cpu", "cuda", "any"]
-    choices: list[ChoiceOut] | None = None
+    asks_about: Literal["cpu", "cuda"] = Field(description="The device whose output is the answer.")
+    choices: list[ChoiceOut] | None = Field(
+        None, description="In your own order (stable for you); answer with their `index`."
+    )
     multiple: bool | None = Field(None, description="More than one choice is right: pick them all.")
     status: Literal["new", "right", "wrong", "due"] | None = None
+    proof: ProofOut | None = None
 
 
 class SetOut(BaseModel):
@@ -83,10 +96,15 @@ class SetDetailOut(SetOut):
 
 class AnswerIn(BaseModel):
     choices: list[int] | None = Field(
-        None, description="Multiple choice: the picked indices (0-based)."
+        None, description="Multiple choice: the picked choices' `index` values (their identities, "
+        "whatever order they were listed in)."
     )
     output: str | None = Field(
         None, max_length=10_000, description="Predict output: what you think it prints."
+    )
+    submit_id: str | None = Field(
+        None, max_length=64, description="Optional: an id of your own for this submit; sending "
+        "the same one again returns the first attempt instead of recording another."
     )
 
 
@@ -140,6 +158,13 @@ def _set_out(standing: Standing, loaded_set: LoadedSet) -> dict[str, Any]:
     }
 
 
+def _question_out(state: WebState, learner: str, loaded: LoadedQuestion, status: str) -> dict[str, Any]:
+    proof = state.proof(loaded)
+    return public_question(
+        loaded, status, learner=learner, proof={"state": proof.state, "badges": proof.badges}
+    )
+
+
 @router.get("/sets", response_model=list[SetOut], summary="List question sets with your progress")
 async def list_sets(state: State, learner: Learner) -> Any:
     standing = state.standing(learner)
@@ -155,7 +180,7 @@ async def get_set(set_id: str, state: State, learner: Learner) -> Any:
         raise NotFound(f"There is no question set {set_id!r}.")
     standing = state.standing(learner)
     out = _set_out(standing, loaded_set)
-    out["questions"] = [public_question(q, standing.status(q.id)) for q in loaded_set.questions]
+    out["questions"] = [_question_out(state, learner, q, standing.status(q.id)) for q in loaded_set.questions]
     return out
 
 
@@ -168,7 +193,7 @@ async def list_questions(
 ) -> Any:
     standing = state.standing(learner)
     return [
-        public_question(q, standing.status(q.id))
+        _question_out(state, learner, q, standing.status(q.id))
         for q in state.bank.questions
         if (set_id is None or q.set_id == set_id) and (topic is None or q.question.topic == topic)
     ]
@@ -180,14 +205,14 @@ async def list_questions(
 async def get_question(question_id: str, state: State, learner: Learner) -> Any:
     loaded = state.question(question_id)
     state.question_runs.prefetch(loaded)
-    return public_question(loaded, state.status(learner, loaded.id))
+    return _question_out(state, learner, loaded, state.status(learner, loaded))
 
 
 @router.post(
     "/questions/{question_id}/attempts",
     response_model=AttemptOut,
     summary="Answer a question",
-    responses=_errors(400),
+    responses=_errors(400, 409),
 )
 async def submit_attempt(
     question_id: str,
@@ -197,11 +222,15 @@ async def submit_attempt(
     run: Annotated[bool, Query(description="Include the run of the question's code.")] = True,
 ) -> Any:
     loaded = state.question(question_id)
+    state.ensure_gradeable(loaded)
+    order = state.choice_order(learner, loaded)
     try:
-        graded = grade(loaded, picked=answer.choices, output=answer.output)
+        graded = grade(loaded, picked=answer.choices, output=answer.output, order=order)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
-    saved = state.record(learner, loaded, graded)
+    saved, is_new = state.record(learner, loaded, graded, answer.submit_id)
+    if not is_new:  # the same submit again: answer as the first time
+        graded = regrade(loaded, saved, order) or graded
     result, message = await state.question_run(loaded) if run else (None, None)
     return {
         "attempt_id": saved.id,
@@ -211,7 +240,7 @@ async def submit_attempt(
         "run": result,
         "run_message": message,
         "verification": state.verification_labels(loaded),
-        "status": state.status(learner, loaded.id),
+        "status": state.status(learner, loaded),
     }
 
 

@@ -61,6 +61,25 @@ class PayloadTooLarge(AppError):
     message = "That code is too long to run here."
 
 
+class NotGraded(AppError):
+    """A question whose key this server has not proved (being checked) or that its run
+    contradicts (under review): shown, never graded."""
+
+    status = 409
+
+    def __init__(self, state: str) -> None:
+        if state == "pending":
+            super().__init__(
+                "This question's answer key is being checked by running its code; try again in a few seconds.",
+                headers={"Retry-After": "2"},
+            )
+        else:
+            super().__init__(
+                "This question is under review: running its code contradicts its answer key, so it is not graded."
+            )
+        self.state = state
+
+
 class SandboxDown(AppError):
     status = 503
     message = "The sandbox that runs code is not working right now; the error was logged. Try again soon."

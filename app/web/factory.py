@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.live_bank import LiveBank
+from app.proofs import ProofBook, Prover
 from app.question_runs import QuestionRuns
 from app.run_queue import Pool, RunQueue
 from app.settings import Settings
@@ -76,12 +77,17 @@ def create_app(
         workers = int(getattr(pool, "workers", settings.sandbox_workers))
         run_queue = RunQueue(pool, workers=workers, queue=settings.run_queue, limits=limits)
         question_runs = QuestionRuns(run_queue)
+        proofs = ProofBook(pool.environment)
+        prover = Prover(proofs, run_queue, lambda: (live_bank.current(), live_bank.records))
         app.state.web = WebState(
-            settings, store, run_queue, question_runs, live_bank, templates, clock or utcnow
-        )
+            settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
+            live_bank=live_bank, proofs=proofs, templates=templates, clock=clock or utcnow,
+        )  # fmt: skip
+        prover.start()  # keys nothing proved yet are checked in the background, learners first
         try:
             yield {}
         finally:
+            await prover.close()
             question_runs.close()
             run_queue.close()
             if own:

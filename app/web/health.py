@@ -23,11 +23,14 @@ async def healthz(request: Request) -> Any:
     # A pool whose zygote died restarts it; until then the server is up but cannot run code.
     sandbox_alive = bool(getattr(state.run_queue.pool, "alive", True))
     database = state.store.ping()
+    proofs = state.proof_summary()
     body = {
         "ok": sandbox_alive and database,
         "questions": len(bank.questions),
         "sets": len(bank.sets),
         "bank_problems": len(bank.problems),
+        "problems": [str(p) for p in sorted(bank.problems)],
+        "proofs": proofs,
         "database": database,
         "sandbox": {
             "alive": sandbox_alive,

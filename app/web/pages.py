@@ -8,13 +8,14 @@ template in `app/web/templates/`.
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import AnswerError, grade, multiple_answers, regrade
+from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, regrade
 from app.public_question import excerpt, title_of
 from app.web.deps import Learner, State
 from app.web.errors import NotFound
@@ -82,9 +83,13 @@ def _question_context(state: WebState, learner: str, question_id: str) -> dict[s
         "count": len(siblings),
         "prev": siblings[index - 1] if index > 0 else None,
         "next": siblings[index + 1] if index + 1 < len(siblings) else None,
-        "status": state.status(learner, loaded.id),
-        "verification": state.verification_labels(loaded),
+        "status": state.status(learner, loaded),
+        "proof": (proof := state.proof(loaded)),
+        "verification": proof.badges,
         "multiple": multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
+        "order": state.choice_order(learner, loaded),
+        "submit_id": secrets.token_urlsafe(16),
+        "tolerance_text": describe_tolerance(getattr(q, "tolerance", None)),
         "needs_cuda": q.requires == "cuda" and not state.run_queue.has_cuda,
     }
 
@@ -99,9 +104,11 @@ async def question_page(
 ) -> Response:
     context = _question_context(state, learner, question_id)
     loaded = context["loaded"]
+    if attempt is not None and not 1 <= attempt < 2**63:
+        raise NotFound("There is no such attempt.")
     shown = state.store.attempt(learner, attempt) if attempt is not None else None
     if shown is not None and shown.question_id == loaded.id:
-        graded = regrade(loaded, shown)
+        graded = regrade(loaded, shown, context["order"])
         run, run_message = await state.question_run(loaded)
         context.update(outcome=graded, attempt=shown, run=run, run_message=run_message)
     else:
@@ -117,15 +124,17 @@ async def answer_form(
     learner: Learner,
     choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
     output: Annotated[str | None, Form(max_length=10_000)] = None,
+    submit_id: Annotated[str | None, Form(max_length=64)] = None,
 ) -> Response:
     loaded = state.question(question_id)
+    state.ensure_gradeable(loaded)
     try:
-        graded = grade(loaded, picked=choice, output=output or "")
+        graded = grade(loaded, picked=choice, output=output or "", order=state.choice_order(learner, loaded))
     except AnswerError as exc:
         context = _question_context(state, learner, question_id)
         return page(state, request, "question.html", status_code=400, error=str(exc), **context)
     state.question_runs.prefetch(loaded)
-    saved = state.record(learner, loaded, graded)
+    saved, _is_new = state.record(learner, loaded, graded, submit_id or None)
     url = request.url_for("question_page", question_id=loaded.id).include_query_params(
         attempt=saved.id
     )

@@ -230,4 +230,5 @@ def make_templates() -> Jinja2Templates:
 def page(state: WebState, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     """A page from its template, with what every page shows (the sandbox's environment)."""
     context.setdefault("environment", state.run_queue.environment)
+    context.setdefault("proof_summary", state.proof_summary())
     return state.templates.TemplateResponse(request, name, context, status_code=status_code)

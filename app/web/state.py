@@ -16,15 +16,16 @@ from fastapi.templating import Jinja2Templates
 
 from app import review
 from app.bank.load import Bank, LoadedQuestion
-from app.grading import GradedAnswer
+from app.bank.schema import MultipleChoiceQuestion
+from app.grading import GradedAnswer, choice_order
 from app.live_bank import LiveBank
 from app.progress import Standing
+from app.proofs import Proof, ProofBook
 from app.question_runs import QuestionRuns
 from app.run_queue import RunQueue
 from app.settings import Settings
 from app.store import Attempt, Store, utcnow
-from app.verify.record import verifications
-from app.web.errors import NotFound, PayloadTooLarge, run_refusal
+from app.web.errors import NotFound, NotGraded, PayloadTooLarge, run_refusal
 
 log = logging.getLogger("ampquiz.web")
 
@@ -36,6 +37,7 @@ class WebState:
     run_queue: RunQueue
     question_runs: QuestionRuns
     live_bank: LiveBank
+    proofs: ProofBook
     templates: Jinja2Templates
     clock: Callable[[], datetime] = field(default=utcnow)
 
@@ -56,11 +58,25 @@ class WebState:
             raise NotFound(f"There is no question {question_id!r}.")
         return found
 
+    def proof(self, loaded: LoadedQuestion) -> Proof:
+        """What proved this question's key here (see app.proofs); only a proved key is graded."""
+        return self.proofs.proof(loaded, self.live_bank.records)
+
     def verification_labels(self, loaded: LoadedQuestion) -> list[dict[str, str]]:
-        return [
-            {"device": v.device_kind, "result": v.result, "label": v.label}
-            for v in verifications(self.live_bank.records, loaded)
-        ]
+        return self.proof(loaded).badges
+
+    def proof_summary(self) -> dict[str, Any]:
+        return self.proofs.summary(self.bank, self.live_bank.records)
+
+    def ensure_gradeable(self, loaded: LoadedQuestion) -> None:
+        """Raises NotGraded for a key not proved here (being checked, or under review)."""
+        proof = self.proof(loaded)
+        if not proof.gradeable:
+            raise NotGraded(proof.state)
+
+    def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
+        q = loaded.question
+        return choice_order(q, learner) if isinstance(q, MultipleChoiceQuestion) else None
 
     async def question_run(self, loaded: LoadedQuestion) -> tuple[dict[str, Any] | None, str | None]:
         """The question's run (shared by every learner) as a dict, or why there is none right now."""
@@ -77,10 +93,18 @@ class WebState:
             return None, refusal.message
         return run.to_dict(), None
 
-    def record(self, learner: str, loaded: LoadedQuestion, graded: GradedAnswer) -> Attempt:
-        """Stores an attempt and moves the question's review card (see app.review)."""
+    def record(
+        self, learner: str, loaded: LoadedQuestion, graded: GradedAnswer, submit_id: str | None = None
+    ) -> tuple[Attempt, bool]:
+        """Stores an attempt and moves the question's review card (see app.review); a submit
+        already stored (a double click, a replayed form) returns that attempt, unchanged."""
+        if submit_id is not None:
+            earlier = self.store.submitted(learner, submit_id)
+            if earlier is not None:
+                return earlier, False
         now = self.clock()
-        update = review.after_attempt(self.store.card(learner, loaded.id), graded.correct, now)
+        card = self.store.card(learner, loaded.id, loaded.fingerprint)
+        update = review.after_attempt(card, graded.correct, now)
         q = loaded.question
         return self.store.record_attempt(
             learner,
@@ -90,13 +114,15 @@ class WebState:
             kind=q.kind,
             answer=graded.answer,
             correct=graded.correct,
+            fingerprint=loaded.fingerprint,
+            submit_id=submit_id,
             review=update,
             now=now,
         )
 
-    def status(self, learner: str, question_id: str) -> str:
+    def status(self, learner: str, loaded: LoadedQuestion) -> str:
         """One question's status for one learner, without reading their whole history."""
-        last_correct, due = self.store.question_state(learner, question_id)
+        last_correct, due = self.store.question_state(learner, loaded.id, loaded.fingerprint)
         return review.status_of(last_correct, due, self.clock())
 
     def standing(self, learner: str) -> Standing:

@@ -8,14 +8,15 @@ import pytest
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion
-from app.grading import AnswerError, grade, normalise_output, regrade
+from app.grading import AnswerError, choice_order, grade, normalise_output, regrade
 from app.store import Attempt
 
 COMMON = {"topic": "t", "difficulty": 1, "prompt": "p", "explanation": "E", "source": "s"}
 
 
 def predict(**fields: object) -> LoadedQuestion:
-    q = PredictOutputQuestion(id="po", kind="predict_output", code="print(1)", answer="torch.float16", **COMMON, **fields)
+    values = {"id": "po", "kind": "predict_output", "code": "print(1)", "answer": "torch.float16", **COMMON, **fields}
+    q = PredictOutputQuestion(**values)
     return LoadedQuestion("set", q, "set.yaml", 1)
 
 
@@ -72,3 +73,40 @@ def test_a_stored_attempt_is_shown_as_graded_then() -> None:
     changed_kind = Attempt(learner_id="l", question_id="po", set_id="set", topic="t", kind="multiple_choice",
                            answer=json.dumps([0]), correct=False)  # fmt: skip
     assert regrade(loaded, changed_kind) is None
+
+
+def test_numbers_within_the_tolerance_count_and_the_text_around_them_must_match() -> None:
+    loaded = predict(answer="tensor([9.1553e-06, 1.2207e-05])", tolerance={"rel": 0.01})
+    assert grade(loaded, output="tensor([9.2e-06, 1.22e-05])").correct
+    assert not grade(loaded, output="tensor([9.2e-05, 1.22e-05])").correct  # ten times off
+    assert not grade(loaded, output="array([9.2e-06, 1.22e-05])").correct  # other text
+    assert not grade(loaded, output="tensor([9.2e-06])").correct  # a number missing
+    assert not grade(predict(answer="1.5"), output="1.50001").correct  # no tolerance: exact
+
+
+def test_a_per_device_answer_counts_only_on_the_device_the_question_asks_about() -> None:
+    about_cpu = predict(requires="any", answer="False 1.0", device_answers={"cuda": "True 65536.0"})
+    assert grade(about_cpu, output="False 1.0").correct
+    assert not grade(about_cpu, output="True 65536.0").correct
+    about_cuda = predict(requires="any", device="cuda", answer="False 1.0", device_answers={"cuda": "True 65536.0"})
+    assert grade(about_cuda, output="True 65536.0").correct
+
+
+def test_an_empty_prediction_is_refused_not_graded() -> None:
+    with pytest.raises(AnswerError, match="Type what you think it prints first"):
+        grade(predict(), output="  \n")
+
+
+def test_each_learner_has_a_stable_order_and_identity_decides() -> None:
+    loaded = choice(True, False, False, False, False)
+    q = loaded.question
+    orders = {learner: choice_order(q, learner) for learner in ("ann", "bob", "cy", "dee", "eve")}
+    assert all(sorted(o) == [0, 1, 2, 3, 4] for o in orders.values())
+    assert orders["ann"] == choice_order(q, "ann")
+    assert len({tuple(o) for o in orders.values()}) > 1
+    assert len({o[0] for o in orders.values()}) > 1  # the right choice is not always first
+    graded = grade(loaded, picked=[0], order=orders["bob"])
+    assert graded.correct and [c.index for c in graded.choices] == orders["bob"]
+    assert [c.position for c in graded.choices] == [0, 1, 2, 3, 4]
+    fixed = MultipleChoiceQuestion(**{**q.model_dump(), "shuffle": False})
+    assert choice_order(fixed, "ann") == [0, 1, 2, 3, 4]

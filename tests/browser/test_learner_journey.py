@@ -48,8 +48,8 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     linear_row = trace.locator("tr", has_text="torch.nn.functional.linear")
     expect(linear_row).to_contain_text("bfloat16 [1, 2]")
     expect(linear_row).to_contain_text("float32 → bfloat16")
-    expect(page.locator(".badges")).to_contain_text("verified by execution on CPU, torch")
-    expect(page.locator(".badges")).to_contain_text("verified on CUDA: not yet")
+    expect(page.locator(".badges")).to_contain_text("verified by running on CPU · torch")
+    expect(page.locator(".badges")).to_contain_text("not yet verified on CUDA")
     page.screenshot(path=str(shots / "question-wrong.png"), full_page=True)
 
     # Answer right.

@@ -26,7 +26,7 @@ def free_port() -> int:
 class Server:
     """`ampquiz serve` as a user starts it, configured only through AMPQUIZ_* variables."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, bank: Path = BANK) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -36,7 +36,7 @@ class Server:
             **os.environ,
             "PYTHONPATH": str(REPO),
             "AMPQUIZ_DATABASE_URL": f"sqlite:///{workdir / 'data' / 'ampquiz.db'}",
-            "AMPQUIZ_BANK": str(BANK),
+            "AMPQUIZ_BANK": str(bank),
             "AMPQUIZ_PORT": str(self.port),
         }
 

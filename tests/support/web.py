@@ -7,6 +7,7 @@ take milliseconds): pass it as `Web(tmp_path, pool)`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from app.bank.load import load_bank
 from app.settings import Settings
+from app.verify.record import Record, question_hash, record_name
 from app.web.factory import create_app
 from sandbox import Sandbox
 
@@ -115,6 +118,30 @@ def write_bank(folder: Path) -> Path:
     return folder
 
 
+def commit_record(bank: Path, environment: dict[str, Any], ids: list[str]) -> None:
+    """A committed verification record saying these questions' keys passed in `environment`, as
+    `ampquiz verify --record` writes it (for tests whose server cannot run code to prove them)."""
+    loaded = load_bank(bank)
+    results = {}
+    for qid in ids:
+        found = loaded.question(qid)
+        assert found is not None, qid
+        results[qid] = {"result": "pass", "hash": question_hash(found.question)}
+    env = {k: environment.get(k) for k in ("torch_version", "device_kind", "device_name")}
+    env["date"] = "2026-11-01T00:00:00+00:00"
+    folder = bank / "verified"
+    folder.mkdir(exist_ok=True)
+    (folder / record_name(env)).write_text(Record(folder, env, results).to_json())
+
+
+async def wait_for_proofs(app: FastAPI, timeout_s: float = 60) -> None:
+    """Until no question of the served bank is pending proof."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while app.state.web.proof_summary()["counts"]["pending"]:
+        assert asyncio.get_running_loop().time() < deadline, "the server did not prove its bank in time"
+        await asyncio.sleep(0.02)
+
+
 @dataclass
 class Clock:
     """The only thing the web tests fake: time, to see reviews come due."""
@@ -150,11 +177,15 @@ class Web:
 
     @asynccontextmanager
     async def client(
-        self, cookies: httpx.Cookies | None = None, **overrides: Any
+        self, cookies: httpx.Cookies | None = None, *, proved: bool = True, **overrides: Any
     ) -> AsyncIterator[httpx.AsyncClient]:
-        """The real app through httpx's ASGI transport, its lifespan run around the client."""
+        """The real app through httpx's ASGI transport, its lifespan run around the client.
+        With `proved`, it first waits until the server has proved every key it can (the bank
+        here has no committed record, so each code question is pending at start)."""
         app = self.app(**overrides)
         async with app.router.lifespan_context(app):
+            if proved:
+                await wait_for_proofs(app)
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://testserver", cookies=cookies

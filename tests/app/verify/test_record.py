@@ -75,12 +75,16 @@ def test_the_command_line_names_every_stale_entry(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_pages_say_the_same_entries_are_out_of_date(web: Web) -> None:
+async def test_the_pages_treat_the_same_entries_as_stale(web: Web) -> None:
+    """The record's stale pass is not shown as proof (the server proves that key again itself);
+    its stale skip says "out of date"; the fresh entry is shown as the record's proof."""
     bank_with_record(web.tmp / "recorded", stale=STALE)
     async with web.client(bank=web.tmp / "recorded") as c:
-        for qid in STALE:
-            page = (await c.get(f"/questions/{qid}")).text
-            assert "out of date (the question changed since 2026-11-01)" in page, qid
+        changed = (await c.get("/questions/po-linear-dtype")).text
+        assert "2026-11-01" not in changed
+        assert "being verified on CPU now" in changed or "(on this server)" in changed
+        skipped = (await c.get("/questions/po-needs-cuda")).text
+        assert "verified on CPU: out of date (the question changed since 2026-11-01)" in skipped
         fresh = (await c.get("/questions/mc-half-dtype")).text
-        assert "verified by execution on CPU, torch 2.13.0, 2026-11-01" in fresh
+        assert "verified by running on CPU · torch 2.13.0 · 2026-11-01" in fresh
         assert "out of date" not in fresh

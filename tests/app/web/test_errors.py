@@ -10,7 +10,7 @@ import pytest
 
 from app.web.factory import create_app
 from sandbox import Sandbox
-from tests.support.web import Web
+from tests.support.web import Web, commit_record
 
 pytestmark = pytest.mark.anyio
 
@@ -123,6 +123,7 @@ async def test_500_is_an_error_page_not_a_traceback(web: Web) -> None:
 async def test_a_dead_sandbox_is_a_503_and_answers_still_count(web: Web) -> None:
     dead = Sandbox(workers=1).start()
     dead.close()  # a pool whose zygote is gone: every run raises SandboxError
+    commit_record(web.bank, dead.environment, ["mc-half-dtype"])  # its key proved by the record
     app = create_app(web.settings(), sandbox=dead, clock=web.clock)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)

@@ -55,7 +55,8 @@ async def test_question_page_renders_markdown_safely_and_highlights_code(web: We
         assert "<script>alert" not in page and "&lt;script&gt;alert" in page
         assert '<span id="L-3">' in page and '<span class="k">with</span>' in page
         assert 'name="output"' in page and 'href="/run?q=po-linear-dtype"' in page
-        assert "verified on CPU: not yet" in page and "verified on CUDA: not yet" in page
+        assert "verified by running on CPU · torch" in page and "(on this server)" in page
+        assert "not yet verified on CUDA" in page
         mc = (await c.get("/questions/mc-sixteen-bit")).text
         assert mc.count('type="checkbox" name="choice"') == 3 and "Pick every right answer" in mc
         cuda = (await c.get("/questions/po-needs-cuda")).text
@@ -151,7 +152,7 @@ async def test_every_question_in_the_real_bank_renders(web: Web) -> None:
             page = await c.get(f"/questions/{q.id}")
             assert page.status_code == 200, q.id
             assert 'class="answer"' in page.text
-            verified += "verified by execution on CPU, torch" in page.text
+            verified += "verified by running on CPU · torch" in page.text
     assert bank.questions and verified  # the committed CPU record shows as badges
 
 

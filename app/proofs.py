@@ -1,0 +1,232 @@
+"""What proved each answer key on this server, and proving on load what nothing has proved yet.
+
+The live server grades only keys it has proof of. Each question is in one state:
+
+- `conceptual`: no code, nothing to run; graded on the author's word, and said so.
+- `proved`: a committed record for this server's environment (device kind and torch version),
+  or a run on this server, agrees with the key; graded.
+- `elsewhere`: the code needs a device this server lacks (CUDA on a CPU host); graded, with the
+  committed CUDA record's proof if there is one, else said plainly: "not yet verified on CUDA".
+- `pending`: runnable here and not proved yet (a new or changed file): shown, never graded, until
+  its run is in (a second or two; the `Prover` runs it in the background).
+- `held_back`: running it here (or this environment's record) contradicts the key: shown as
+  "under review", never graded, and listed by /healthz and `ampquiz status` with the diff.
+
+No web framework here: the web asks `ProofBook.proof()` before grading and shows its lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from app.bank.load import Bank, LoadedQuestion
+from app.run_queue import RunQueue
+from app.verify.check import KeyCheck, check, skip_reason
+from app.verify.record import Record, Verification, is_stale, question_hash, verifications
+from sandbox import Limits, SandboxError
+
+log = logging.getLogger("ampquiz.proofs")
+
+GRADEABLE = {"conceptual", "proved", "elsewhere"}
+PROVE_LIMITS = Limits(wall_s=60, cpu_s=60)
+"""As `ampquiz verify` runs keys: generous, so a slow host never mistakes slowness for a wrong key."""
+_RETRIES = 3
+_TRANSIENT = {"timeout", "killed", "memory"}
+
+
+@dataclass(frozen=True)
+class Proof:
+    state: str
+    badges: list[dict[str, str]] = field(default_factory=list)
+    """What proved the key, one per device: `{"device": "cpu", "result": "pass", "label": "verified by running on
+    CPU · torch 2.13.0 · 2026-11-22"}`; results are pass, fail, stale, skip, none, pending,
+    conceptual."""
+    reason: str = ""
+    diff: str = ""
+
+    @property
+    def gradeable(self) -> bool:
+        return self.state in GRADEABLE
+
+    @property
+    def lines(self) -> list[str]:
+        return [b["label"] for b in self.badges]
+
+
+def _badge(device: str, result: str, label: str) -> dict[str, str]:
+    return {"device": device, "result": result, "label": label}
+
+
+@dataclass
+class _RunHere:
+    result: str
+    """`pass` or `fail`."""
+    date: str
+    reason: str = ""
+    diff: str = ""
+
+
+class ProofBook:
+    """The proofs this server holds: committed records, and the runs it made itself (in memory,
+    keyed by the hash of what was checked, so an edit back to a proved version is proved at once)."""
+
+    def __init__(self, environment: dict[str, Any]) -> None:
+        self.device = str(environment.get("device_kind") or "cpu")
+        self.torch_version = str(environment.get("torch_version") or "")
+        self._runs: dict[str, _RunHere] = {}
+        self._failures: dict[str, int] = {}
+        self.version = 0
+        """Counts what this server learned by running; a summary is recomputed when it moves."""
+        self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+
+    def _hash(self, loaded: LoadedQuestion) -> str:
+        cached = loaded.__dict__.get("_key_hash")
+        if cached is None:
+            cached = loaded.__dict__["_key_hash"] = question_hash(loaded.question)
+        return cached
+
+    def _record_here(self, records: list[Record]) -> Record | None:
+        """The committed record of exactly this environment, if there is one."""
+        for record in records:
+            env = record.environment
+            if env.get("device_kind") == self.device and env.get("torch_version") == self.torch_version:
+                return record
+        return None
+
+    def runnable_here(self, loaded: LoadedQuestion) -> bool:
+        return skip_reason(loaded.question, self.device) is None
+
+    def proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
+        if not loaded.question.code:
+            return Proof("conceptual", [_badge("", "conceptual", "conceptual — no code to run")])
+        by_device = {v.device_kind: v for v in verifications(records, loaded)}
+        if not self.runnable_here(loaded):
+            badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
+            cuda = by_device.get("cuda")
+            if cuda is not None and cuda.result == "fail":
+                return Proof("held_back", badges, reason=f"the CUDA record says its run contradicts the key ({cuda.date})")
+            return Proof("elsewhere", badges)
+        others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
+        record = self._record_here(records)
+        entry = record.results.get(loaded.id) if record is not None else None
+        if record is not None and entry is not None and not is_stale(entry, loaded.question):
+            env = record.environment
+            said = Verification(self.device, str(entry.get("result")), self.torch_version,
+                                str(env.get("device_name") or ""), str(env.get("date", ""))[:10])  # fmt: skip
+            if said.result == "pass":
+                return Proof("proved", [_badge(self.device, "pass", said.label), *others])
+            if said.result == "fail":
+                why = str(entry.get("reason") or "the record says its run contradicts the key")
+                return Proof("held_back", [_badge(self.device, "fail", said.label), *others], reason=why)
+        device = "CUDA" if self.device == "cuda" else "CPU"
+        here = self._runs.get(self._hash(loaded))
+        if here is None:
+            label = f"being verified on {device} now: answers open when its run is in"
+            return Proof("pending", [_badge(self.device, "pending", label), *others])
+        if here.result == "pass":
+            label = f"verified by running on {device} · torch {self.torch_version} · {here.date} (on this server)"
+            return Proof("proved", [_badge(self.device, "pass", label), *others])
+        label = f"under review: running it on {device} contradicts the key ({here.date})"
+        return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=here.reason, diff=here.diff)
+
+    def to_prove(self, bank: Bank, records: list[Record]) -> list[LoadedQuestion]:
+        return [q for q in bank.questions if self.proof(q, records).state == "pending"]
+
+    def remember(self, loaded: LoadedQuestion, checked: KeyCheck) -> None:
+        today = datetime.now(UTC).date().isoformat()
+        self._runs[self._hash(loaded)] = _RunHere(checked.result, today, checked.reason, checked.diff)
+        self.version += 1
+
+    def transient_failure(self, loaded: LoadedQuestion, why: str) -> None:
+        """A run that ended for a reason that may not happen next time (a timeout on a busy
+        host): tried again, and held back only when it keeps happening."""
+        key = self._hash(loaded)
+        self._failures[key] = self._failures.get(key, 0) + 1
+        if self._failures[key] >= _RETRIES:
+            today = datetime.now(UTC).date().isoformat()
+            self._runs[key] = _RunHere("fail", today, f"its run keeps ending early: {why}")
+            self.version += 1
+
+    def summary(self, bank: Bank, records: list[Record]) -> dict[str, Any]:
+        """Counts per state, and every held-back question with why (for /healthz and the footer);
+        computed once per bank, records and proofs made here."""
+        key = (id(bank), id(records), self.version)
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, self._summarise(bank, records))
+        return self._summary[1]
+
+    def _summarise(self, bank: Bank, records: list[Record]) -> dict[str, Any]:
+        counts = {state: 0 for state in ("proved", "conceptual", "elsewhere", "pending", "held_back")}
+        held = []
+        for q in bank.questions:
+            proof = self.proof(q, records)
+            counts[proof.state] += 1
+            if proof.state == "held_back":
+                held.append({"id": q.id, "set_id": q.set_id, "file": f"{q.path}:{q.line}", "reason": proof.reason, "diff": proof.diff})
+        elsewhere_proved = sum(
+            1 for q in bank.questions
+            if not self.runnable_here(q) and q.question.code
+            and any(v.result == "pass" for v in verifications(records, q) if v.device_kind != self.device)
+        )  # fmt: skip
+        return {"device": self.device, "counts": counts, "elsewhere_proved": elsewhere_proved, "held_back": held}
+
+
+class Prover:
+    """Runs, in the background, each question this server could prove but has not: on start and
+    after every reload of the bank. It takes a sandbox worker only while another one stays free
+    for learners (`RunQueue.spare_worker`), so a learner never waits behind it."""
+
+    def __init__(self, book: ProofBook, queue: RunQueue, current: Any, *, idle_s: float = 0.5) -> None:
+        self.book = book
+        self.queue = queue
+        self.current = current
+        """A callable giving (bank, records) as the server serves them now."""
+        self.idle_s = idle_s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._forever())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # closing, whatever it was doing
+                await self._task
+
+    async def _forever(self) -> None:
+        while True:
+            todo: list[LoadedQuestion] = []
+            try:
+                bank, records = self.current()
+                todo = self.book.to_prove(bank, records)
+                for loaded in todo:
+                    await self.prove(loaded)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug here must not stop every later proof: log it, go on
+                log.exception("proving the bank failed; trying again shortly")
+                await asyncio.sleep(2)
+            await asyncio.sleep(self.idle_s if not todo else 0)
+
+    async def prove(self, loaded: LoadedQuestion) -> None:
+        assert loaded.question.code is not None
+        await self.queue.spare_worker()
+        device = "cuda" if loaded.question.requires == "cuda" else None
+        try:
+            run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, background=True)
+        except SandboxError as exc:
+            log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
+            await asyncio.sleep(2)
+            return
+        if run.status in _TRANSIENT:
+            self.book.transient_failure(loaded, run.message or run.status)
+            return
+        checked = check(loaded, run, self.book.device)
+        self.book.remember(loaded, checked)
+        if checked.result == "fail":
+            log.warning("held back %s (%s): its run contradicts the key: %s", loaded.id, loaded.path, checked.reason)
