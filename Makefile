@@ -19,11 +19,18 @@ install: $(STAMP)
 run: install
 	$(VENV)/bin/ampquiz serve
 
-# The browser tests drive the system's Chromium (Playwright cannot download its own here).
-browser:
+AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
+
+# The browser tests drive the system's Chromium (Playwright cannot download its own here), and
+# check every page with axe-core (pinned in tests/browser/axe/package-lock.json, from npm).
+browser: $(AXE)
 	@test -x $(CHROMIUM) || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Chromium is missing: install Debian's 'chromium' package (sudo apt-get install chromium)"; exit 1; fi; }
+
+$(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
+	cd tests/browser/axe && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(AXE)
 
 test: install browser
 	$(VENV)/bin/lint-imports
@@ -45,4 +52,4 @@ bench: install
 	$(PY) bench/http.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache tests/output
+	rm -rf $(VENV) .pytest_cache tests/output tests/browser/axe/node_modules

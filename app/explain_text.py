@@ -8,8 +8,49 @@ from __future__ import annotations
 
 from typing import Any
 
+_FINDINGS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("Disabling autocast",),
+     "Autocast was disabled{where}: {message} So nothing in its region ran in lower precision."),
+    (("GradScaler is enabled, but CUDA is not available",),
+     ("The GradScaler was disabled{where}: CUDA is not available, so scale() returns the loss "
+      "unchanged and step() is a plain optimizer.step().")),
+    (("User provided device_type of",),
+     "Autocast was disabled{where}: {message}"),
+)  # fmt: skip
+"""Warnings that change what the snippet means, with the sentence that says so: they lead the
+summary, ahead of counts, instead of sitting among the warnings."""
+
+
+def lead_findings(warnings: list[Any]) -> list[str]:
+    """The most important findings a run's warnings carry (a disabled autocast or GradScaler),
+    as sentences, at most one of each kind, in the order they happened."""
+    out: list[str] = []
+    for w in warnings or []:
+        message = str((w.get("message") if isinstance(w, dict) else getattr(w, "message", "")) or "")
+        line = w.get("line") if isinstance(w, dict) else getattr(w, "line", None)
+        for needles, sentence in _FINDINGS:
+            if any(n in message for n in needles):
+                where = f" (line {line})" if line else ""
+                text = sentence.format(where=where, message=message.strip().rstrip(".") + ".")
+                if text not in out:
+                    out.append(text)
+                break
+    return out
+
+
+def what_happened(run: dict[str, Any]) -> list[str]:
+    """The summary a learner reads first: findings from the warnings, then the explanation's own
+    sentences (the most important first), without repeats."""
+    explanation = run.get("explanation") if isinstance(run.get("explanation"), dict) else {}
+    summary = [str(x) for x in (explanation.get("summary") or []) if isinstance(x, str)]
+    lead = lead_findings(run.get("warnings") or [])
+    return lead + [x for x in summary if x not in lead]
+
+
 _COLUMNS = ("line", "op", "inputs", "output", "autocast", "casts", "reason", "calls")
-_MAX_WIDTH = {"op": 32, "inputs": 30, "output": 20, "autocast": 14, "casts": 22, "reason": 48}
+_MAX_WIDTH = {"op": 32, "inputs": 30, "output": 20, "autocast": 14, "casts": 22}
+_MIN_REASON = 48
+"""The "why" column takes what the terminal leaves; at least this much (it wraps on a narrow one)."""
 
 
 def _clip(text: str, width: int | None) -> str:
@@ -64,10 +105,16 @@ def _op_row(op: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _table(rows: list[dict[str, str]]) -> list[str]:
-    """Columns padded to their widest (clipped) cell; the last column is left ragged."""
+def _table(rows: list[dict[str, str]], columns: int | None) -> list[str]:
+    """Columns padded to their widest (clipped) cell. The "why" column gets the width the
+    terminal has left (`columns`; None: no limit); the last column is left ragged."""
     header = {c: c for c in _COLUMNS}
-    clipped = [{c: _clip(r[c], _MAX_WIDTH.get(c)) for c in _COLUMNS} for r in rows]
+    clipped = [{c: _clip(r[c], _MAX_WIDTH.get(c)) for c in _COLUMNS if c != "reason"} for r in rows]
+    others = [c for c in _COLUMNS if c != "reason"]
+    used = 2 + sum(max(len(r[c]) for r in [header, *clipped]) + 2 for c in others)
+    room = None if columns is None else max(_MIN_REASON, columns - used)
+    for row, full in zip(clipped, rows):
+        row["reason"] = _clip(full["reason"], room)
     widths = {c: max(len(r[c]) for r in [header, *clipped]) for c in _COLUMNS}
 
     def fmt(r: dict[str, str]) -> str:
@@ -108,10 +155,14 @@ def _scaler_line(ev: dict[str, Any]) -> str:
     return f"  {where:<8}  {kind:<9}  {text}{times}"
 
 
-def format_explanation(report: dict[str, Any]) -> str:
-    """Summary, op table, GradScaler events and hazards, as aligned plain text."""
+def format_explanation(
+    report: dict[str, Any], columns: int | None = None, lead: list[str] | None = None
+) -> str:
+    """Summary, op table, GradScaler events and hazards, as aligned plain text, fitted to a
+    terminal `columns` wide (None: nothing clipped in the "why" column). `lead`: findings that go
+    before the summary (see `lead_findings`)."""
     out: list[str] = []
-    summary = report.get("summary") or []
+    summary = [*(lead or []), *[x for x in (report.get("summary") or []) if x not in (lead or [])]]
     if summary:
         out.append("What happened")
         out.extend(f"  {s}" for s in summary)
@@ -124,7 +175,7 @@ def format_explanation(report: dict[str, Any]) -> str:
             f" (first {len(ops)} of {total} distinct calls)" if report.get("ops_truncated") else ""
         )
         out.append(f"Ops{note}")
-        out.extend("  " + line for line in _table([_op_row(op) for op in ops]))
+        out.extend("  " + line for line in _table([_op_row(op) for op in ops], columns))
 
     events = report.get("scaler") or []
     if events:

@@ -84,11 +84,11 @@ class Standing:
             right = sum(1 for a in tries if a.correct)
             rows.append(
                 {
+                    **self.summary(questions),  # "right" there counts questions whose last try was right
                     "topic": topic,
                     "attempts": len(tries),
-                    "right": right,
+                    "attempts_right": right,
                     "accuracy": round(100 * right / len(tries)) if tries else None,
-                    **self.summary(questions),
                 }
             )
         return rows

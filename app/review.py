@@ -1,9 +1,11 @@
 """Spaced repetition of missed questions, scheduled by FSRS (the maintained `fsrs` package).
 
 A question enters the learner's review queue the first time they get it wrong. From then on a
-wrong answer rates the card `Again` and a right answer rates it `Good` — but only once the card is
-due: answering right a minute after being shown the answer is short-term memory, not recall, so
-it does not push the next review out. Pure functions over store rows; the clock is a parameter.
+wrong answer rates the card `Again`; a right answer rates it by how long the learner took
+(`rating`): `Easy` within 20 s, `Hard` after 2 minutes, `Good` between (or when the time is not
+known) — but only once the card is due: answering right a minute after being shown the answer is
+short-term memory, not recall, so it does not push the next review out. Pure functions over
+store rows; the clock is a parameter.
 """
 
 from __future__ import annotations
@@ -31,14 +33,33 @@ _SCHEDULER = Scheduler(
 )
 
 
-def after_attempt(card: ReviewCard | None, correct: bool, now: datetime) -> ReviewUpdate | None:
-    """The card's next state after an attempt, or None when the schedule does not change."""
+EASY_WITHIN_S = 20.0
+HARD_AFTER_S = 120.0
+
+
+def rating(correct: bool, elapsed_s: float | None) -> Rating:
+    """How well the learner recalled it: wrong is Again; right is Easy when quick, Hard when slow."""
+    if not correct:
+        return Rating.Again
+    if elapsed_s is None:
+        return Rating.Good
+    if elapsed_s <= EASY_WITHIN_S:
+        return Rating.Easy
+    return Rating.Hard if elapsed_s >= HARD_AFTER_S else Rating.Good
+
+
+def after_attempt(
+    card: ReviewCard | None, correct: bool, now: datetime, elapsed_s: float | None = None
+) -> ReviewUpdate | None:
+    """The card's next state after an attempt, or None when the schedule does not change.
+    `elapsed_s`: how long the learner took to answer, when known."""
     if card is None and correct:
         return None  # never missed: nothing to review
     if card is not None and correct and as_utc(card.due) > now:
         return None  # right before it was due: practice, not a review
-    current = Card.from_json(card.card) if card is not None and card.card else Card(due=now)
-    updated, _log = _SCHEDULER.review_card(current, Rating.Good if correct else Rating.Again, now)
+    # fsrs.Card() without an id sleeps 1 ms to make one unique: give it one (the due time's).
+    current = Card.from_json(card.card) if card is not None and card.card else Card(card_id=int(now.timestamp() * 1000), due=now)
+    updated, _log = _SCHEDULER.review_card(current, rating(correct, elapsed_s), now)
     return ReviewUpdate(card_json=updated.to_json(), due=updated.due)
 
 

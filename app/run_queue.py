@@ -51,11 +51,12 @@ class Load:
     """Runs running or waiting."""
 
 
-def retry_after_s(in_flight: int, workers: int, mean_run_s: float) -> int:
-    """Whole seconds until the queue has probably drained by one worker's share: the runs ahead
-    of a newcomer, spread over the workers, at the mean run's duration (at least 1 s)."""
-    backlog = max(1, in_flight - workers + 1)
-    return max(1, math.ceil(backlog * mean_run_s / workers))
+def retry_after_s(in_flight: int, capacity: int, workers: int, mean_run_s: float) -> int:
+    """Whole seconds until a retry finds room: the runs that must end first (one, when the queue
+    is just full), ending at the measured rate of `workers / mean_run_s` runs a second (the mean
+    time a run holds its worker); at least 1 s."""
+    must_end = max(1, in_flight - capacity + 1)
+    return max(1, math.ceil(must_end * mean_run_s / workers))
 
 
 class RunQueue:
@@ -69,7 +70,9 @@ class RunQueue:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run")
         self._in_flight = 0
         self._mean_s = 0.05
-        """Moving average of a run's duration, for Retry-After."""
+        self._measured = False
+        """Moving average of how long a run holds its worker (not counting its wait in the
+        queue: with that in, a full queue would inflate its own estimate), for Retry-After."""
         self._changed: asyncio.Event | None = None
 
     @property
@@ -91,7 +94,7 @@ class RunQueue:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def retry_after_s(self) -> int:
-        return retry_after_s(self._in_flight, self.workers, self._mean_s)
+        return retry_after_s(self._in_flight, self.workers + self.queue, self.workers, self._mean_s)
 
     async def spare_worker(self) -> None:
         """Returns once a background run may start without a learner ever waiting for it: while
@@ -121,19 +124,26 @@ class RunQueue:
         if not background and self._in_flight >= self.workers + self.queue:
             raise QueueFull(self.retry_after_s())
         self._in_flight += 1
-        started = time.perf_counter()
         loop = asyncio.get_running_loop()
         chosen = limits or self.limits
-        future = loop.run_in_executor(
-            self._executor, lambda: self.pool.run(code, chosen, explain=explain, device=device)
-        )
+        held = [0.0]
+
+        def on_worker() -> RunResult:
+            started = time.perf_counter()
+            try:
+                return self.pool.run(code, chosen, explain=explain, device=device)
+            finally:
+                held[0] = time.perf_counter() - started
+
+        future = loop.run_in_executor(self._executor, on_worker)
 
         def done(_: object) -> None:
             # Counted down when the sandbox is done, not when the client gives up: a run
             # abandoned by its client still holds its worker.
             self._in_flight -= 1
-            if not background:
-                self._mean_s = 0.8 * self._mean_s + 0.2 * (time.perf_counter() - started)
+            if not background and held[0]:
+                self._mean_s = 0.8 * self._mean_s + 0.2 * held[0] if self._measured else held[0]
+                self._measured = True
             if self._changed is not None:
                 self._changed.set()
 

@@ -157,26 +157,27 @@ def _parse(text: str, path: str) -> tuple[_Parsed | None, list[Problem]]:
 def _describe(error: dict, data: Any) -> str:
     parts = [p for p in error["loc"] if p not in KINDS]
     # Name the question by its id rather than its index: authors search files by id.
+    who = ""
     if len(parts) >= 2 and parts[0] == "questions" and isinstance(parts[1], int):
         questions = data.get("questions") if isinstance(data, dict) else None
         item = questions[parts[1]] if isinstance(questions, list) and parts[1] < len(questions) else None
         qid = item.get("id") if isinstance(item, dict) else None
         if isinstance(qid, str):
-            parts = [f"[{qid}]", *parts[2:]]
-    loc = ".".join(str(p) for p in parts).replace("].", "] ")
+            who, parts = f"[{qid}] ", parts[2:]
+    loc = ".".join(str(p) for p in parts)
     kind = error["type"]
     if kind == "missing":
-        return f"missing required field {loc!r}"
+        return f"{who}missing required field {loc!r}"
     if kind == "extra_forbidden":
-        return f"unknown field {loc!r}"
+        return f"{who}unknown field {loc!r}"
     if kind == "union_tag_invalid":
-        return f"{loc or 'question'}: kind must be one of {', '.join(KINDS)}"
+        return f"{who}{loc or 'question'}: kind must be one of {', '.join(KINDS)}"
     if kind == "union_tag_not_found":
-        return f"{loc or 'question'}: missing required field 'kind' ({' or '.join(KINDS)})"
+        return f"{who}{loc or 'question'}: missing required field 'kind' ({' or '.join(KINDS)})"
     msg = error["msg"].removeprefix("Value error, ")
     if kind == "string_type" and isinstance(error.get("input"), (bool, int, float)):
         msg += f" (YAML read {error['input']!r}: put the text in quotes)"
-    return f"{loc}: {msg}" if loc else msg
+    return f"{who}{loc}: {msg}" if loc else f"{who}{msg}"
 
 
 def load_file(path: Path, display: str | None = None) -> tuple[LoadedSet | None, list[Problem]]:

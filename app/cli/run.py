@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,9 +25,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(result.to_json(indent=2))
         return EXIT_CODES[result.status]
     if args.explain and result.explanation:
-        from app.explain_text import format_explanation
+        from app.explain_text import format_explanation, lead_findings
 
-        print(format_explanation(result.explanation))
+        lead = lead_findings([w.__dict__ for w in result.warnings])
+        print(format_explanation(result.explanation, shutil.get_terminal_size((100, 24)).columns, lead))
         print("-" * 72)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)

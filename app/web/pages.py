@@ -20,6 +20,7 @@ from app.public_question import excerpt, title_of
 from app.web.deps import Learner, State
 from app.web.errors import NotFound
 from app.web.render import page
+from app.web.review_session import left_in_session
 from app.web.state import WebState
 
 router = APIRouter(include_in_schema=False)
@@ -89,6 +90,7 @@ def _question_context(state: WebState, learner: str, question_id: str) -> dict[s
         "multiple": multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
         "order": state.choice_order(learner, loaded),
         "submit_id": secrets.token_urlsafe(16),
+        "shown_at": f"{state.clock().timestamp():.3f}",
         "tolerance_text": describe_tolerance(getattr(q, "tolerance", None)),
         "needs_cuda": q.requires == "cuda" and not state.run_queue.has_cuda,
     }
@@ -101,8 +103,11 @@ async def question_page(
     state: State,
     learner: Learner,
     attempt: Annotated[int | None, Query()] = None,
+    review: Annotated[str | None, Query(pattern=r"^\d{1,12}$")] = None,
 ) -> Response:
     context = _question_context(state, learner, question_id)
+    if review is not None:
+        context.update(review_since=review, review_left=left_in_session(state, learner))
     loaded = context["loaded"]
     if attempt is not None and not 1 <= attempt < 2**63:
         raise NotFound("There is no such attempt.")
@@ -125,6 +130,8 @@ async def answer_form(
     choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
     output: Annotated[str | None, Form(max_length=10_000)] = None,
     submit_id: Annotated[str | None, Form(max_length=64)] = None,
+    shown_at: Annotated[float | None, Form()] = None,
+    review: Annotated[str | None, Form(pattern=r"^\d{1,12}$")] = None,
 ) -> Response:
     loaded = state.question(question_id)
     state.ensure_gradeable(loaded)
@@ -134,10 +141,10 @@ async def answer_form(
         context = _question_context(state, learner, question_id)
         return page(state, request, "question.html", status_code=400, error=str(exc), **context)
     state.question_runs.prefetch(loaded)
-    saved, _is_new = state.record(learner, loaded, graded, submit_id or None)
-    url = request.url_for("question_page", question_id=loaded.id).include_query_params(
-        attempt=saved.id
-    )
+    elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
+    saved, _is_new = state.record(learner, loaded, graded, submit_id or None, elapsed)
+    params: dict[str, Any] = {"attempt": saved.id, **({"review": review} if review else {})}
+    url = request.url_for("question_page", question_id=loaded.id).include_query_params(**params)
     return RedirectResponse(f"{url.path}?{url.query}#result", status_code=303)
 
 

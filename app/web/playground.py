@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
-from app.web.deps import State
+from app.public_question import title_of
+from app.web.deps import Learner, State
 from app.web.errors import AppError, run_refusal
 from app.web.render import page
 from app.web.state import WebState
@@ -32,15 +33,18 @@ print(y.dtype, loss.dtype)
 
 @router.get("/run")
 async def playground(
-    request: Request, state: State, q: Annotated[str | None, Query(max_length=80)] = None
+    request: Request, state: State, learner: Learner, q: Annotated[str | None, Query(max_length=80)] = None
 ) -> Response:
-    code, source = DEFAULT_SNIPPET, None
+    code, source, reveals = DEFAULT_SNIPPET, None, False
     if q:
         source = state.question(q)
         code = source.question.code or DEFAULT_SNIPPET
+        # Running an unanswered predict-the-output question prints its answer: say so first.
+        reveals = source.question.kind == "predict_output" and state.status(learner, source) == "new"
     return page(
-        state, request, "playground.html", code=code, source=source, explain=True, run=None
-    )
+        state, request, "playground.html", code=code, source=source, explain=True, run=None,
+        reveals=reveals, source_title=title_of(source) if source else "",
+    )  # fmt: skip
 
 
 async def _run(

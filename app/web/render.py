@@ -22,6 +22,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from app.explain_text import what_happened
 from app.review import STATUS_LABELS
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ _ALLOWED_ATTRS = {
     "span": {"class"},
     "div": {"class"},
     "code": {"class"},
-    "pre": {"class"},
+    "pre": {"class", "tabindex"},
     "th": {"align"},
     "td": {"align"},
 }
@@ -55,7 +56,7 @@ def _fence(code: str, lang: str, _attrs: str) -> str:
     except ClassNotFound:
         lexer = PythonLexer()
     body = _pyg_highlight(code, lexer, HtmlFormatter(nowrap=True))
-    return f'<pre class="hl"><code>{body}</code></pre>\n'  # starts with <pre: markdown-it keeps it as is
+    return f'<pre class="hl" tabindex="0"><code>{body}</code></pre>\n'  # starts with <pre: markdown-it keeps it as is
 
 
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _fence}).enable(
@@ -94,13 +95,65 @@ def highlight(code: str | None) -> Markup:
     if not code:
         return Markup("")
     formatter = HtmlFormatter(cssclass="hl code", linespans="L", wrapcode=True)
-    return Markup(_pyg_highlight(code, PythonLexer(), formatter))
+    html = _pyg_highlight(code, PythonLexer(), formatter)
+    # A long line scrolls sideways inside the block: keyboard users must be able to reach it.
+    return Markup(html.replace("<pre>", '<pre tabindex="0" aria-label="Code">', 1))
+
+
+CODE_BG = {"light": "#f7f8fa", "dark": "#161b26"}
+"""The code blocks' backgrounds (app.css `--code-bg`): token colours are made to read on both."""
+_AA = 4.6  # WCAG AA asks 4.5:1 for text; a little margin for rounding
+
+
+def _luminance(hex_colour: str) -> float:
+    r, g, b = (int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two #rrggbb colours."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def _readable(colour: str, background: str) -> str:
+    """`colour`, moved toward black or white (keeping its hue) until it reads on `background`."""
+    import colorsys
+
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    h, lightness, sat = colorsys.rgb_to_hls(r, g, b)
+    step = -0.02 if _luminance(background) > 0.5 else 0.02
+    out = colour
+    while contrast(out, background) < _AA and 0 <= lightness <= 1:
+        lightness = min(1.0, max(0.0, lightness + step))
+        out = "#" + "".join(f"{round(c * 255):02x}" for c in colorsys.hls_to_rgb(h, lightness, sat))
+        if lightness in (0.0, 1.0):
+            break
+    return out
 
 
 def pygments_css() -> str:
-    """The token colours (a light theme) for app/web/static/pygments.css; layout is in app.css."""
+    """The token colours for app/web/static/pygments.css: Pygments' "friendly" colours, each
+    moved just far enough to meet WCAG AA on the light and on the dark code background, written
+    as `light-dark()` so the page's colour scheme picks one. Layout lives in app.css."""
+    import re
+
     rules = HtmlFormatter(style="friendly").get_style_defs(".hl").splitlines()
-    return "\n".join(r for r in rules if r.startswith(".hl ."))
+    out = []
+    for rule in rules:
+        if not rule.startswith(".hl .") or "background-color" in rule:
+            continue
+
+        def both(m: re.Match) -> str:
+            value = m.group(1)
+            if len(value) == 4:
+                value = "#" + "".join(c * 2 for c in value[1:])
+            light, dark = _readable(value.lower(), CODE_BG["light"]), _readable(value.lower(), CODE_BG["dark"])
+            return f"color: light-dark({light}, {dark})"
+
+        out.append(re.sub(r"color: (#[0-9A-Fa-f]{3,6})", both, rule.split(" /*")[0]))
+    return "\n".join(out)
 
 
 # ---- filters for run results ---------------------------------------------------------------
@@ -165,6 +218,11 @@ def scaler_desc(event: Any) -> str:
             if event.get("taken")
             else "optimizer.step() SKIPPED (inf/NaN gradients)"
         )
+    if kind == "error":
+        call = event.get("call")
+        return f"{call}() raised {event.get('error', 'an error')}" if call else str(event.get("error", "an error"))
+    if kind == "misuse":
+        return str(event.get("message") or "misused")
     if kind == "update":
         old, new = event.get("old_scale"), event.get("new_scale")
         change = event.get("change")
@@ -217,6 +275,7 @@ def make_templates() -> Jinja2Templates:
         scaler=scaler_desc,
         as_list=as_list,
         ms=ms,
+        what_happened=what_happened,
     )
     env.globals.update(
         static_version=_static_version(), status_labels=STATUS_LABELS, percent=percent

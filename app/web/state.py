@@ -94,7 +94,12 @@ class WebState:
         return run.to_dict(), None
 
     def record(
-        self, learner: str, loaded: LoadedQuestion, graded: GradedAnswer, submit_id: str | None = None
+        self,
+        learner: str,
+        loaded: LoadedQuestion,
+        graded: GradedAnswer,
+        submit_id: str | None = None,
+        elapsed_s: float | None = None,
     ) -> tuple[Attempt, bool]:
         """Stores an attempt and moves the question's review card (see app.review); a submit
         already stored (a double click, a replayed form) returns that attempt, unchanged."""
@@ -104,7 +109,7 @@ class WebState:
                 return earlier, False
         now = self.clock()
         card = self.store.card(learner, loaded.id, loaded.fingerprint)
-        update = review.after_attempt(card, graded.correct, now)
+        update = review.after_attempt(card, graded.correct, now, elapsed_s)
         q = loaded.question
         return self.store.record_attempt(
             learner,

@@ -1,7 +1,10 @@
 // ampquiz: small enhancements on top of pages that already work without JavaScript.
 // - the playground's editor: line numbers, Tab/Shift+Tab indentation, auto-indent, Ctrl/Cmd+Enter runs
 //   without a reload (the server renders the result panel; this only swaps it in);
-// - Ctrl/Cmd+Enter submits an answer;
+// - Ctrl/Cmd+Enter submits an answer; keys 1-9 or A-Z pick the choice with that number or letter;
+// - after an answer, focus moves to the verdict's heading (screen readers read it first);
+// - a run in progress shows a spinner and the seconds it has taken;
+// - the header's theme toggle (remembered in this browser; theme.js applies it before paint);
 // - hovering a row of an op trace highlights the line of code it came from.
 "use strict";
 
@@ -114,6 +117,16 @@
       button.textContent = "Running…";
       section.hidden = false;
       panel.classList.add("run-pending");
+      const started = performance.now();
+      const status = document.createElement("p");
+      status.className = "running";
+      status.setAttribute("role", "status");
+      status.innerHTML = '<span class="spinner" aria-hidden="true"></span><span class="elapsed">Running…</span>';
+      panel.replaceChildren(status);
+      const elapsed = status.querySelector(".elapsed");
+      const ticker = setInterval(function () {
+        elapsed.textContent = "Running… " + ((performance.now() - started) / 1000).toFixed(1) + " s";
+      }, 100);
       try {
         const response = await fetch(form.dataset.panel, {
           method: "POST",
@@ -128,6 +141,7 @@
         p.textContent = "Could not reach the server: " + err.message;
         panel.appendChild(p);
       } finally {
+        clearInterval(ticker);
         panel.classList.remove("run-pending");
         running = false;
         button.disabled = false;
@@ -139,11 +153,57 @@
 
   // ---- answers ----------------------------------------------------------------------------------------
   function setUpAnswerForm(form) {
+    let sent = false;
     form.addEventListener("keydown", function (event) {
       if (isSubmitShortcut(event)) {
         event.preventDefault();
         form.requestSubmit();
       }
+    });
+    form.addEventListener("submit", function (event) {
+      // One attempt per submit (the server dedupes too): a second click waits for the first.
+      if (sent) { event.preventDefault(); return; }
+      sent = true;
+      const button = form.querySelector("button[type=submit]");
+      if (button) button.setAttribute("aria-disabled", "true");
+    });
+    const inputs = Array.from(form.querySelectorAll("input[name=choice]"));
+    if (!inputs.length) return;
+    document.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      const target = event.target;
+      if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" && target.type === "text"))) return;
+      const key = event.key.length === 1 ? event.key.toUpperCase() : "";
+      let index = -1;
+      if (key >= "1" && key <= "9") index = key.charCodeAt(0) - 49;
+      else if (key >= "A" && key <= "Z") index = key.charCodeAt(0) - 65;
+      if (index < 0 || index >= inputs.length) return;
+      event.preventDefault();
+      const input = inputs[index];
+      input.checked = input.type === "checkbox" ? !input.checked : true;
+      input.focus();
+    });
+  }
+
+  // ---- the theme toggle ------------------------------------------------------------------------------
+  function setUpThemeToggle(button) {
+    const root = document.documentElement;
+    function current() {
+      if (root.dataset.theme) return root.dataset.theme;
+      return window.matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+    }
+    function label() {
+      const next = current() === "dark" ? "light" : "dark";
+      button.textContent = next === "dark" ? "Dark theme" : "Light theme";
+      button.setAttribute("aria-label", "Switch to the " + next + " theme");
+    }
+    button.hidden = false;
+    label();
+    button.addEventListener("click", function () {
+      const next = current() === "dark" ? "light" : "dark";
+      root.dataset.theme = next;
+      try { localStorage.setItem("ampquiz-theme", next); } catch (err) { /* not remembered */ }
+      label();
     });
   }
 
@@ -162,6 +222,12 @@
     const runForm = document.getElementById("run-form");
     if (runForm && runForm.dataset.panel) setUpRunForm(runForm);
     document.querySelectorAll("form[data-submit-shortcut]").forEach(setUpAnswerForm);
+    document.querySelectorAll("[data-theme-toggle]").forEach(setUpThemeToggle);
     linkTraceToCode(document);
+  });
+  // After the page has loaded and scrolled to #result (which would take the focus back).
+  window.addEventListener("load", function () {
+    const verdict = document.querySelector("#result .verdict-title");
+    if (verdict && location.hash === "#result") requestAnimationFrame(function () { verdict.focus(); });
   });
 })();

@@ -60,10 +60,10 @@ def test_good_file_loads(tmp_path: Path) -> None:
     [
         (GOOD.replace("    requires: cpu\n", "    requires: [cpu\n"), ":12:11:", "YAML syntax error: while parsing a flow sequence (opened at line 11)"),
         (GOOD.replace("id: sample-choice", "id: sample-linear"), ":16:5:", "duplicate id 'sample-linear'"),
-        (GOOD.replace("    answer: torch.bfloat16\n", ""), ":4:5:", "missing required field '[sample-linear] answer'"),
+        (GOOD.replace("    answer: torch.bfloat16\n", ""), ":4:5:", "[sample-linear] missing required field 'answer'"),
         (GOOD.replace("requires: cpu", "requires: gpu"), ":11:15:", "requires: Input should be 'cpu', 'cuda' or 'any'"),
         (GOOD.replace("correct: true", "correct: false"), ":16:5:", "at least one choice with correct: true"),
-        (GOOD.replace("    tags: [cpu]\n", "    tags: [cpu]\n    anwser: x\n"), ":16:5:", "unknown field '[sample-linear] anwser'"),
+        (GOOD.replace("    tags: [cpu]\n", "    tags: [cpu]\n    anwser: x\n"), ":16:5:", "[sample-linear] unknown field 'anwser'"),
         (GOOD.replace("source: seeds/000_71b29d88a740d8a3.txt", 'source: ""'), ":25:13:", "source: String should have at least 1 character"),
         (GOOD.replace("why: Right.", "why: yes"), ":22:46:", "put the text in quotes"),
     ],

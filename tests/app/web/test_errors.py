@@ -15,6 +15,7 @@ from tests.support.web import Web, commit_record
 pytestmark = pytest.mark.anyio
 
 SLOW = "import time\ntime.sleep(1.5)\nprint('done')\n"
+SLOWER = "import time\ntime.sleep(3)\nprint('done')\n"
 
 
 
@@ -138,3 +139,29 @@ async def test_a_dead_sandbox_is_a_503_and_answers_still_count(web: Web) -> None
             health = await c.get("/healthz")
             assert health.status_code == 503
             assert health.json()["ok"] is False and health.json()["sandbox"]["alive"] is False
+
+
+async def test_retry_after_says_when_the_queue_really_has_room(web: Web) -> None:
+    """Retry-After comes from the time a run holds its worker, not from how long runs waited in
+    the queue (which grows with the very backlog it estimates): told N s, a client finds room
+    about then, not minutes later."""
+
+    async def fill() -> list[asyncio.Task]:
+        runs = [asyncio.create_task(c.post("/api/run", json={"code": SLOWER})) for _ in range(4)]
+        for _ in range(300):
+            if (await c.get("/healthz")).json()["sandbox"]["in_flight"] == 4:
+                break
+            await asyncio.sleep(0.02)
+        return runs
+
+    async with web.client(run_queue=2) as c:  # 2 workers + 2 waiting
+        await asyncio.gather(*await fill())  # the server learns: half of these waited 3 s first
+        slow = await fill()
+        refused = await c.post("/api/run", json={"code": "print(1)"})
+        told = int(refused.headers["retry-after"])
+        started = asyncio.get_running_loop().time()
+        while (await c.get("/healthz")).json()["sandbox"]["in_flight"] >= 4:
+            await asyncio.sleep(0.05)
+        waited = asyncio.get_running_loop().time() - started
+        await asyncio.gather(*slow)
+        assert abs(told - waited) <= 1.5, (told, waited)  # 3 s runs, two at a time

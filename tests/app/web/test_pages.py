@@ -199,3 +199,42 @@ def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
     }
     html = make_templates().env.get_template("_run.html").render(run=run)
     assert "tensor([1.])" in html and "careful" in html
+
+
+async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web: Web) -> None:
+    """Three missed questions come due (the clock moves on), are reviewed one after another, and
+    are rescheduled further out; the home page says how many are due."""
+    missed = {"po-linear-dtype": {"output": "torch.float32"}, "mc-half-dtype": {"choice": "0"},
+              "mc-sixteen-bit": {"choice": "2"}}  # fmt: skip
+    right = {"po-linear-dtype": {"output": "torch.bfloat16 torch.Size([1, 2])"}, "mc-half-dtype": {"choice": "1"},
+             "mc-sixteen-bit": {"choice": ["0", "1"]}}  # fmt: skip
+    async with web.client() as c:
+        for qid, answer in missed.items():
+            assert (await c.post(f"/questions/{qid}", data=answer)).status_code == 303
+        assert "Nothing is due" in (await c.get("/review")).text  # missed just now: not due yet
+        web.clock.advance(minutes=11)
+        home = (await c.get("/")).text
+        assert "Review now: 3 due" in home
+        start = (await c.get("/review")).text
+        since = re.search(r'href="/review/next\?since=([^"]+)"', start).group(1)
+        seen = []
+        nxt = await c.get(f"/review/next?since={since}")
+        while nxt.headers["location"].startswith("/questions/"):
+            qid = nxt.headers["location"].split("/")[2].split("?")[0]
+            seen.append(qid)
+            page = (await c.get(nxt.headers["location"])).text
+            assert "Review session" in page and f"{4 - len(seen)} due, this one included" in page
+            form = {**right[qid], "review": since}
+            answered = await c.post(f"/questions/{qid}", data=form)
+            result = (await c.get(answered.headers["location"])).text
+            assert "Right!" in result and f"/review/next?since={since}" in result
+            web.clock.advance(seconds=30)
+            nxt = await c.get(f"/review/next?since={since}")
+            assert len(seen) <= 3
+        assert sorted(seen) == sorted(missed)
+        done = (await c.get(nxt.headers["location"])).text
+        assert "You reviewed 3 questions: 3 right." in done
+        assert done.count("next review in") == 3  # each rescheduled, none due now
+        assert "Nothing is due" in (await c.get("/review")).text
+        queue = (await c.get("/api/progress")).json()["review"]
+        assert all(not r["is_due"] for r in queue) and len(queue) == 3

@@ -1,0 +1,77 @@
+"""The review session: "Review now" walks through the questions due for review, one after
+another, rates each answer for the scheduler (right or wrong, and how long it took), shows what is
+left, and ends with a summary. Stateless: the session is the moment it started (`since`), carried
+in the URL; what was reviewed is read back from the attempts made since then."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from app import review
+from app.public_question import title_of
+from app.web.deps import Learner, State
+from app.web.render import page
+from app.web.state import WebState
+
+router = APIRouter(include_in_schema=False)
+
+Since = Annotated[str, Query(pattern=r"^\d{1,12}$")]
+"""When the session started, in whole seconds since the epoch (UTC)."""
+
+
+def parse_since(since: str | None) -> datetime | None:
+    return datetime.fromtimestamp(int(since), UTC) if since and since.isdigit() else None
+
+
+def due_now(state: WebState, learner: str) -> list[dict[str, Any]]:
+    """Questions due for review now that can be graded, soonest due first."""
+    rows = [r for r in state.standing(learner).queue() if r["is_due"]]
+    return [r for r in rows if (q := state.bank.question(r["question_id"])) and state.proof(q).gradeable]
+
+
+@router.get("/review")
+async def review_start(request: Request, state: State, learner: Learner) -> Response:
+    standing = state.standing(learner)
+    due = due_now(state, learner)
+    later = [r for r in standing.queue() if not r["is_due"]]
+    since = str(int(state.clock().timestamp()))
+    return page(state, request, "review.html", due=due, later=later, since=since)
+
+
+@router.get("/review/next")
+async def review_next(request: Request, state: State, learner: Learner, since: Since) -> Response:
+    due = due_now(state, learner)
+    if not due:
+        return RedirectResponse(f"/review/done?since={since}", status_code=303)
+    return RedirectResponse(f"/questions/{due[0]['question_id']}?review={since}", status_code=303)
+
+
+@router.get("/review/done")
+async def review_done(request: Request, state: State, learner: Learner, since: Since) -> Response:
+    started = parse_since(since)
+    standing = state.standing(learner)
+    reviewed: dict[str, dict[str, Any]] = {}
+    for attempt in standing.data.attempts:
+        if started is None or attempt.when < started or attempt.question_id not in standing.data.cards:
+            continue
+        loaded = state.bank.question(attempt.question_id)
+        card = standing.card(attempt.question_id)
+        reviewed[attempt.question_id] = {
+            "question_id": attempt.question_id,
+            "title": title_of(loaded) if loaded else attempt.question_id,
+            "correct": attempt.correct,
+            "next": review.humanise_delta(card.due_utc, standing.now) if card else "",
+        }
+    rows = list(reviewed.values())
+    return page(
+        state, request, "review_done.html", rows=rows, right=sum(r["correct"] for r in rows),
+        still_due=len(due_now(state, learner)), since=since,
+    )  # fmt: skip
+
+
+def left_in_session(state: WebState, learner: str) -> int:
+    return len(due_now(state, learner))

@@ -1,0 +1,157 @@
+"""Every page type, as a learner on a phone meets it, in light and in dark: no sideways scrolling
+at 320 and 375 px, and axe-core finds no accessibility violation. Screenshots of the phone views
+go to tests/output/phone-*.png."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.support.cli import REPO
+from tests.support.server import Server
+
+AXE = REPO / "tests" / "browser" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+PO, MC = "linear-dtype-under-autocast", "gradscaler-skips-inf-step"
+
+RAISES = "import torch\nx = torch.ones(2, 3)\ny = torch.ones(2, 3, dtype=torch.float16)\nprint(x @ y)\n"
+TRAINS = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu")
+for step in range(3):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(torch.randn(8, 4)).float().pow(2).mean()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+print(round(loss.item(), 3) > 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = Server(tmp_path_factory.mktemp("pages"))
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def answered(page: Page, qid: str, fill: Callable[[Page], None]) -> None:
+    page.goto(f"/questions/{qid}")
+    fill(page)
+    page.get_by_role("button", name="Check answer").click()
+    expect(page.locator("#result")).to_be_visible()
+
+
+def ran(code: str) -> Callable[[Page], None]:
+    def go(page: Page) -> None:
+        page.goto("/run")
+        page.locator("#code").fill(code)
+        page.get_by_role("button", name="Run").click()
+        expect(page.locator("#run-panel .run")).to_be_visible(timeout=30_000)
+
+    return go
+
+
+def with_history(page: Page, then: str) -> None:
+    """A learner who missed one question and got another right, then opens `then`."""
+    answered(page, PO, lambda q: q.get_by_label("What does it print?").fill("torch.float32"))
+    answered(page, MC, lambda q: q.locator(".choice").first.click())
+    page.goto(then)
+
+
+PAGES: dict[str, Callable[[Page], None]] = {
+    "home": lambda p: p.goto("/"),
+    "set": lambda p: p.goto("/sets/amp-demo"),
+    "predict-before": lambda p: p.goto(f"/questions/{PO}"),
+    "choice-before": lambda p: p.goto(f"/questions/{MC}"),
+    "predict-after": lambda p: answered(p, PO, lambda q: q.get_by_label("What does it print?").fill("torch.float32")),
+    "choice-after": lambda p: answered(p, MC, lambda q: q.locator(".choice").first.click()),
+    "playground-raising": ran(RAISES),
+    "playground-training": ran(TRAINS),
+    "progress": lambda p: with_history(p, "/progress"),
+    "review": lambda p: with_history(p, "/review"),
+    "review-question": lambda p: p.goto(f"/questions/{PO}?review={int(time.time())}"),
+    "not-found": lambda p: p.goto("/questions/no-such-question"),
+}  # fmt: skip
+
+
+def overflow(page: Page) -> int:
+    """How many pixels the page is wider than the viewport (0: no sideways scrolling)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def axe_violations(page: Page) -> list[dict]:
+    page.evaluate(AXE.read_text())  # evaluated by the driver: the page's CSP stays as it is
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:4]} for v in result["violations"]]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_fits_a_phone_and_passes_axe(browser: Browser, live: Server, shots: Path, name: str, scheme: str) -> None:
+    if not AXE.exists():
+        pytest.fail(f"axe-core is not installed at {AXE}: run `make browser`")
+    context = browser.new_context(viewport={"width": 375, "height": 800}, color_scheme=scheme, base_url=live.url)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        PAGES[name](page)
+        assert overflow(page) <= 0, f"{name} is {overflow(page)} px wider than a 375 px phone"
+        violations = axe_violations(page)
+        assert violations == [], json.dumps(violations, indent=1)
+        page.screenshot(path=str(shots / f"phone-{name}-{scheme}.png"), full_page=True)
+        page.set_viewport_size({"width": 320, "height": 800})
+        assert overflow(page) <= 0, f"{name} is {overflow(page)} px wider than a 320 px screen"
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_the_theme_toggle_is_remembered(browser: Browser, live: Server) -> None:
+    context = browser.new_context(color_scheme="light", base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto("/")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        page.get_by_role("button", name="Switch to the dark theme").click()
+        assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+        page.goto("/progress")
+        assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+        assert page.evaluate("getComputedStyle(document.body).backgroundColor") != background
+        page.get_by_role("button", name="Switch to the light theme").click()
+        page.reload()
+        assert page.evaluate("getComputedStyle(document.body).backgroundColor") == background
+    finally:
+        context.close()
+
+
+def test_choices_by_key_and_focus_on_the_verdict(browser: Browser, live: Server) -> None:
+    context = browser.new_context(base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{MC}")
+        page.keyboard.press("2")
+        second = page.locator("input[name=choice]").nth(1)
+        expect(second).to_be_checked()
+        expect(second).to_be_focused()
+        page.keyboard.press("a")
+        expect(page.locator("input[name=choice]").first).to_be_checked()
+        page.keyboard.press("Control+Enter")
+        expect(page.locator("#result .verdict-title")).to_be_focused()
+        assert re.search(r"attempt=\d+", page.url)
+    finally:
+        context.close()
