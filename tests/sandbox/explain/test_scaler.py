@@ -128,3 +128,30 @@ def test_a_correct_loop_reports_every_step_taken(explain: Explain) -> None:
     [step] = events(report, "step")
     assert step["taken"] is True and step["count"] == 5
     assert any("all 5 optimizer steps" in s for s in report["summary"])
+
+
+def test_events_stay_in_time_order_when_folded(explain: Explain) -> None:
+    """Two steady iterations, one whose gradients overflow, then two more at the halved scale:
+    the table reads in the order things happened, each repeat folded where it happened."""
+    code = (
+        TRAIN_SETUP
+        + """
+    for i in range(5):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.mse_loss(model(x), torch.zeros(4, 2))
+        if i == 2:
+            loss = loss * float("inf")
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    """
+    )
+    _, report = explain(code)
+    seen = [(e["event"], e["count"]) for e in report["scaler"]]
+    steps = [(e.get("taken"), e["count"]) for e in report["scaler"] if e["event"] == "step"]
+    assert steps == [(True, 2), (False, 1), (True, 2)], seen
+    updates = [(e["old_scale"], e["new_scale"], e["count"]) for e in report["scaler"] if e["event"] == "update"]
+    assert updates == [(65536.0, 65536.0, 2), (65536.0, 32768.0, 1), (32768.0, 32768.0, 2)], seen
+    kinds = [k for k, _ in seen]
+    assert kinds.index("update") < kinds.index("step", kinds.index("update"))  # no later step folded into the first block
