@@ -218,7 +218,7 @@ class Prover:
         await self.queue.spare_worker()
         device = "cuda" if loaded.question.requires == "cuda" else None
         try:
-            run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, background=True)
+            run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
             await asyncio.sleep(2)

@@ -46,7 +46,7 @@ class QuestionRuns:
         pending = self._pending.get(key)
         if pending is None:
             pending = asyncio.ensure_future(
-                self.queue.run(key[0], explain=True, device=key[1], subject="This question's code")
+                self.queue.run(key[0], explain=True, device=key[1], subject="This question's code", lane="question")
             )
             self._pending[key] = pending
 

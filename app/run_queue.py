@@ -1,4 +1,4 @@
-"""The web's bounded queue in front of the sandbox: runs snippets without blocking the event loop.
+"""The web's bounded, fair queue in front of the sandbox: runs snippets without blocking the event loop.
 
 `Sandbox.run` blocks a thread while the snippet runs, so the queue hands runs to a thread pool as
 wide as the sandbox (the server's event loop never waits). Up to `queue` more runs wait their turn;
@@ -11,11 +11,14 @@ of letting waiting requests pile up without bound. No FastAPI here.
 from __future__ import annotations
 
 import asyncio
+import collections
+import heapq
+import itertools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sandbox import Limits, RunResult
 
@@ -36,11 +39,21 @@ class Pool(Protocol):
 
 
 class QueueFull(Exception):
-    """Every worker is busy and the queue is full."""
+    """No room for this run: every worker is busy and the queue is full (`reason="queue"`), or
+    this learner or address already has its share of runs going (`"learner"`, `"address"`)."""
 
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(f"every sandbox worker is busy and {retry_after_s} s is a fair wait")
+    def __init__(self, retry_after_s: int, reason: str = "queue", limit: int = 0) -> None:
+        super().__init__(f"no room for the run ({reason}); {retry_after_s} s is a fair wait")
         self.retry_after_s = retry_after_s
+        self.reason = reason
+        self.limit = limit
+
+
+Lane = Literal["question", "learner", "background"]
+PRIORITY: dict[str, int] = {"question": 0, "learner": 1, "background": 2}
+"""Who gets the next free worker: the run shown with an answered question first (it is shared by
+every learner who answers it, and never waits behind playground runs), then learners' own runs,
+then proving keys in the background."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +73,35 @@ def retry_after_s(in_flight: int, capacity: int, workers: int, mean_run_s: float
 
 
 class RunQueue:
-    """Runs snippets without blocking the event loop, within `workers + queue` at once."""
+    """Runs snippets without blocking the event loop. Learners' own runs (the playground, the
+    API) are admitted within `workers + queue` at once, and each learner (cookie) and client
+    address within its share, so one client cannot fill the queue for everyone; question runs
+    and background runs are not counted against that room. A free worker goes to the waiting
+    run with the highest priority (`PRIORITY`), first come first served within it."""
 
-    def __init__(self, pool: Pool, *, workers: int, queue: int, limits: Limits) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        workers: int,
+        queue: int,
+        limits: Limits,
+        per_learner: int = 2,
+        per_address: int = 8,
+    ) -> None:
         self.pool = pool
         self.workers = workers
         self.queue = queue
         self.limits = limits
+        self.caps = {"learner": per_learner, "address": per_address}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run")
         self._in_flight = 0
+        """Admitted runs of every lane, running or waiting."""
+        self._learners_in_flight = 0
+        self._by_owner: collections.Counter[str] = collections.Counter()
+        self._free = workers
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
         self._mean_s = 0.05
         self._measured = False
         """Moving average of how long a run holds its worker (not counting its wait in the
@@ -94,7 +127,7 @@ class RunQueue:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def retry_after_s(self) -> int:
-        return retry_after_s(self._in_flight, self.workers + self.queue, self.workers, self._mean_s)
+        return retry_after_s(self._learners_in_flight, self.workers + self.queue, self.workers, self._mean_s)
 
     async def spare_worker(self) -> None:
         """Returns once a background run may start without a learner ever waiting for it: while
@@ -105,6 +138,33 @@ class RunQueue:
             self._changed.clear()
             await self._changed.wait()
 
+    def _admit(self, lane: str, owners: tuple[str, ...]) -> None:
+        if lane != "learner":
+            return
+        if self._learners_in_flight >= self.workers + self.queue:
+            raise QueueFull(self.retry_after_s())
+        for owner in owners:
+            kind = owner.split(":", 1)[0]
+            cap = self.caps.get(kind)
+            if cap is not None and self._by_owner[owner] >= cap:
+                raise QueueFull(max(1, math.ceil(self._mean_s)), kind, cap)
+
+    async def _worker_slot(self, lane: str) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (PRIORITY[lane], next(self._arrivals), turn))
+        await turn  # the slot is handed over by `_give_back_slot`
+
+    def _give_back_slot(self) -> None:
+        while self._waiting:
+            _priority, _n, turn = heapq.heappop(self._waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free += 1
+
     async def run(
         self,
         code: str,
@@ -113,39 +173,45 @@ class RunQueue:
         device: str | None = None,
         subject: str = "This snippet",
         limits: Limits | None = None,
-        background: bool = False,
+        lane: Lane = "learner",
+        owners: tuple[str, ...] = (),
     ) -> RunResult:
-        """Runs `code` in the sandbox; raises QueueFull when workers and queue are all taken.
-        `subject` names the code in the answer a CUDA-only snippet gets on a host without a GPU.
-        A `background` run (proving a key) is not counted against the queue's room for learners
-        and leaves the mean run time alone; call `spare_worker()` first."""
+        """Runs `code` in the sandbox; raises QueueFull when there is no room for it (see the
+        class). `subject` names the code in the answer a CUDA-only snippet gets on a host without
+        a GPU; `owners` ("learner:<id>", "address:<ip>") are whose share a learner's run uses.
+        A background run (proving a key) should wait for `spare_worker()` first."""
         if device == "cuda" and not self.has_cuda:
             return RunResult.needs_cuda(self.pool.environment, subject)  # at once: no worker needed
-        if not background and self._in_flight >= self.workers + self.queue:
-            raise QueueFull(self.retry_after_s())
+        self._admit(lane, owners)
         self._in_flight += 1
-        loop = asyncio.get_running_loop()
+        self._learners_in_flight += lane == "learner"
+        self._by_owner.update(owners)
         chosen = limits or self.limits
-        held = [0.0]
 
-        def on_worker() -> RunResult:
-            started = time.perf_counter()
+        async def whole_run() -> RunResult:
+            held = 0.0
             try:
-                return self.pool.run(code, chosen, explain=explain, device=device)
+                await self._worker_slot(lane)
+                try:
+                    started = time.perf_counter()
+                    result = await asyncio.get_running_loop().run_in_executor(
+                        self._executor, lambda: self.pool.run(code, chosen, explain=explain, device=device)
+                    )
+                    held = time.perf_counter() - started
+                    return result
+                finally:
+                    self._give_back_slot()
             finally:
-                held[0] = time.perf_counter() - started
+                # Counted down when the sandbox is done, not when the client gives up: a run
+                # abandoned by its client still holds its place.
+                self._in_flight -= 1
+                self._learners_in_flight -= lane == "learner"
+                self._by_owner.subtract(owners)
+                self._by_owner += collections.Counter()  # drop owners with nothing left
+                if lane != "background" and held:
+                    self._mean_s = 0.8 * self._mean_s + 0.2 * held if self._measured else held
+                    self._measured = True
+                if self._changed is not None:
+                    self._changed.set()
 
-        future = loop.run_in_executor(self._executor, on_worker)
-
-        def done(_: object) -> None:
-            # Counted down when the sandbox is done, not when the client gives up: a run
-            # abandoned by its client still holds its worker.
-            self._in_flight -= 1
-            if not background and held[0]:
-                self._mean_s = 0.8 * self._mean_s + 0.2 * held[0] if self._measured else held[0]
-                self._measured = True
-            if self._changed is not None:
-                self._changed.set()
-
-        future.add_done_callback(done)
-        return await asyncio.shield(future)
+        return await asyncio.shield(asyncio.ensure_future(whole_run()))

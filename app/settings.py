@@ -49,6 +49,14 @@ class Settings(BaseModel):
         le=1000,
         description="Runs that may wait for a free worker; beyond workers + queue a run gets 429 with Retry-After.",
     )
+    run_per_learner: int = Field(
+        2, ge=1, le=100, description="Runs one learner (cookie) may have running or waiting at once; "
+        "beyond it their next run gets 429. The runs shown with answered questions do not count.",
+    )
+    run_per_address: int = Field(
+        8, ge=1, le=1000, description="Runs one client address may have running or waiting at once "
+        "(a client that throws its cookie away is still one address).",
+    )
     max_code_bytes: int = Field(
         20_000, ge=100, description="Largest snippet accepted, in bytes (beyond: 413)."
     )

@@ -244,13 +244,13 @@ async def submit_attempt(
     }
 
 
-async def run_code(body: RunIn, state: State) -> Any:
+async def run_code(body: RunIn, state: State, request: Request) -> Any:
     """Runs `code` in a fresh isolated process. When every worker is busy and the queue is full,
     answers 429 with a Retry-After header."""
     too_long = state.code_too_long(body.code)
     if too_long is not None:
         raise too_long
-    result = await state.run_queue.run(body.code, explain=body.explain)
+    result = await state.run_queue.run(body.code, explain=body.explain, owners=state.owners(request))
     # Serialised straight from the dataclass as FastAPI would (NaN and infinities become null),
     # without validating our own output against RunOut.
     return Response(to_json({"ok": True, "run": result}, inf_nan_mode="null"), media_type="application/json")
@@ -274,7 +274,7 @@ class RunRoute(APIRoute):
                 body = RunIn.model_validate_json(await request.body())
             except ValidationError as exc:
                 raise RequestValidationError(exc.errors(include_url=False)) from None
-            return await run_code(body, await web_state(request))
+            return await run_code(body, await web_state(request), request)
 
         return handle
 

@@ -22,6 +22,7 @@ log = logging.getLogger("ampquiz.web")
 
 TITLES = {
     400: "That did not work",
+    403: "Not from here",
     404: "Not found",
     405: "Not allowed",
     413: "Too large",
@@ -89,11 +90,14 @@ class TooManyRuns(AppError):
     status = 429
     message = "Every sandbox worker is busy and the queue is full. Try again in a few seconds."
 
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(
-            f"Every sandbox worker is busy and the queue is full. Try again in {retry_after_s} s.",
-            headers={"Retry-After": str(retry_after_s)},
-        )
+    def __init__(self, retry_after_s: int, reason: str = "queue", limit: int = 0) -> None:
+        if reason == "learner":
+            said = f"You already have {limit} runs going; wait for one to finish (about {retry_after_s} s)."
+        elif reason == "address":
+            said = f"Your network already has {limit} runs going; try again in {retry_after_s} s."
+        else:
+            said = f"Every sandbox worker is busy and the queue is full. Try again in {retry_after_s} s."
+        super().__init__(said, headers={"Retry-After": str(retry_after_s)})
         self.retry_after_s = retry_after_s
 
 
@@ -102,7 +106,7 @@ def run_refusal(exc: Exception) -> AppError | None:
     come back) or the sandbox is down (503). None for any other exception. The one place that
     words these, for the API, the pages and the run shown with an answered question."""
     if isinstance(exc, QueueFull):
-        return TooManyRuns(exc.retry_after_s)
+        return TooManyRuns(exc.retry_after_s, exc.reason, exc.limit)
     if isinstance(exc, SandboxError):
         return SandboxDown()
     return None

@@ -27,7 +27,7 @@ from app.store import Store, utcnow
 from app.web import api, health, pages, playground, review_session
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import install_error_handlers
-from app.web.middleware import BodyLimit, LearnerCookie, SecurityHeaders
+from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
 from app.web.render import STATIC, make_templates
 from app.web.state import WebState
 
@@ -75,7 +75,10 @@ def create_app(
 
         limits = Limits(wall_s=settings.run_wall_s, cpu_s=max(1, math.ceil(settings.run_wall_s)))
         workers = int(getattr(pool, "workers", settings.sandbox_workers))
-        run_queue = RunQueue(pool, workers=workers, queue=settings.run_queue, limits=limits)
+        run_queue = RunQueue(
+            pool, workers=workers, queue=settings.run_queue, limits=limits,
+            per_learner=settings.run_per_learner, per_address=settings.run_per_address,
+        )  # fmt: skip
         question_runs = QuestionRuns(run_queue)
         proofs = ProofBook(pool.environment)
         prover = Prover(proofs, run_queue, lambda: (live_bank.current(), live_bank.records))
@@ -107,6 +110,7 @@ def create_app(
     app.state.settings = settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes())  # innermost of ours
     app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
+    app.add_middleware(SameOrigin)
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
     if docs_available:

@@ -6,6 +6,7 @@ Plain ASGI (not BaseHTTPMiddleware), so each costs microseconds and never buffer
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from itsdangerous import BadSignature, URLSafeSerializer
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -59,10 +60,8 @@ class LearnerCookie:
 
 
 class SecurityHeaders:
-    """Headers every response carries: no MIME sniffing, no framing, scripts only from /static.
-
-    Swagger UI (/docs) starts itself with an inline script, so its page is left without the CSP.
-    """
+    """Headers every response carries, /docs included: no MIME sniffing, no framing, scripts only
+    from this server (Swagger UI starts from /static/docs.js, not an inline script)."""
 
     CSP = (
         b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -76,7 +75,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = not scope["path"].startswith("/docs")
+        csp = True
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -138,3 +137,38 @@ def _cookies(scope: Scope) -> list[tuple[str, str]]:
                 name, _, val = part.strip().partition("=")
                 out.append((name, val))
     return out
+
+
+class SameOrigin:
+    """Refuses a state-changing request (anything but GET, HEAD, OPTIONS) that a browser sent from
+    another site: its `Origin` names another host, or it is `null` (a sandboxed frame), or, with no
+    `Origin`, `Sec-Fetch-Site` says cross-site. Forms then cannot be posted to ampquiz from another
+    page (an answer recorded, a run started in a learner's name). Requests from other programs
+    carry neither header and pass: they hold no learner's cookie unless given one.
+
+    Behind a reverse proxy, the proxy must pass the `Host` header through (or set it to the
+    public host), as is usual.
+    """
+
+    SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in self.SAFE and _cross_site(scope):
+            message = "This was sent from another site. ampquiz takes answers and runs only from its own pages."
+            await render_error(Request(scope), 403, message)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _cross_site(scope: Scope) -> bool:
+    headers = dict(scope.get("headers", []))
+    origin = headers.get(b"origin")
+    if origin is not None:
+        if origin == b"null":
+            return True
+        host = headers.get(b"host", b"").decode("latin-1").lower()
+        return urlsplit(origin.decode("latin-1")).netloc.lower() != host
+    return headers.get(b"sec-fetch-site") == b"cross-site"

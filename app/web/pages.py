@@ -38,7 +38,7 @@ async def home(request: Request, state: State, learner: Learner) -> Response:
         for s in bank.sets
     ]
     due = sum(1 for row in standing.queue() if row["is_due"])
-    return page(
+    return await page(
         state, request, "home.html", sets=sets, topics=standing.topics(), due=due, bank=bank
     )
 
@@ -58,7 +58,7 @@ async def set_page(set_id: str, request: Request, state: State, learner: Learner
         }
         for q in loaded_set.questions
     ]
-    return page(
+    return await page(
         state,
         request,
         "set.html",
@@ -118,7 +118,7 @@ async def question_page(
         context.update(outcome=graded, attempt=shown, run=run, run_message=run_message)
     else:
         state.question_runs.prefetch(loaded)
-    return page(state, request, "question.html", **context)
+    return await page(state, request, "question.html", **context)
 
 
 @router.post("/questions/{question_id}")
@@ -139,7 +139,7 @@ async def answer_form(
         graded = grade(loaded, picked=choice, output=output or "", order=state.choice_order(learner, loaded))
     except AnswerError as exc:
         context = _question_context(state, learner, question_id)
-        return page(state, request, "question.html", status_code=400, error=str(exc), **context)
+        return await page(state, request, "question.html", status_code=400, error=str(exc), **context)
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
     saved, _is_new = state.record(learner, loaded, graded, submit_id or None, elapsed)
@@ -153,7 +153,7 @@ async def progress_page(request: Request, state: State, learner: Learner) -> Res
     standing = state.standing(learner)
     totals = standing.totals()
     queue = standing.queue()
-    return page(
+    return await page(
         state, request, "progress.html",
         topics=standing.topics(), history=standing.history(), queue=queue,
         due=[r for r in queue if r["is_due"]], later=[r for r in queue if not r["is_due"]], totals=totals,

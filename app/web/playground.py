@@ -41,21 +41,21 @@ async def playground(
         code = source.question.code or DEFAULT_SNIPPET
         # Running an unanswered predict-the-output question prints its answer: say so first.
         reveals = source.question.kind == "predict_output" and state.status(learner, source) == "new"
-    return page(
+    return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,
         reveals=reveals, source_title=title_of(source) if source else "",
     )  # fmt: skip
 
 
 async def _run(
-    state: WebState, code: str, explain: bool
+    state: WebState, request: Request, code: str, explain: bool
 ) -> tuple[dict[str, Any] | None, AppError | None]:
     """Runs playground code; a refusal (too long, too busy) is returned to show on the page."""
     too_long = state.code_too_long(code)
     if too_long is not None:
         return None, too_long
     try:
-        result = await state.run_queue.run(code, explain=explain)
+        result = await state.run_queue.run(code, explain=explain, owners=state.owners(request))
     except Exception as exc:
         refusal = run_refusal(exc)
         if refusal is None:
@@ -73,9 +73,9 @@ async def playground_run(
     source: Annotated[str | None, Form(max_length=80)] = None,
 ) -> Response:
     """The no-JavaScript Run: the whole page again, with the result under the editor."""
-    run, error = await _run(state, code, explain)
+    run, error = await _run(state, request, code, explain)
     loaded = state.bank.question(source) if source else None
-    response = page(
+    response = await page(
         state, request, "playground.html", status_code=error.status if error else 200, code=code,
         source=loaded, explain=explain, run=run, run_message=error.message if error else None,
     )  # fmt: skip
@@ -91,8 +91,8 @@ async def playground_panel(
     explain: Annotated[bool, Form()] = False,
 ) -> Response:
     """What app.js asks for: only the result panel, rendered by the same template as the page."""
-    run, error = await _run(state, code, explain)
-    response = page(
+    run, error = await _run(state, request, code, explain)
+    response = await page(
         state, request, "_run_panel.html", status_code=error.status if error else 200,
         run=run, run_message=error.message if error else None,
     )  # fmt: skip

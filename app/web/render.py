@@ -8,12 +8,14 @@ every filter here takes what it gets.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nh3
+from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -286,8 +288,13 @@ def make_templates() -> Jinja2Templates:
     return templates
 
 
-def page(state: WebState, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-    """A page from its template, with what every page shows (the sandbox's environment)."""
+async def page(state: WebState, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    """A page from its template, with what every page shows (the sandbox's environment and the
+    proof counts), rendered in a worker thread: a page showing a run renders what the snippet's
+    process reported (bounded by the pool, but still the largest thing a page holds), and the
+    event loop keeps answering everyone else, /healthz included, meanwhile."""
     context.setdefault("environment", state.run_queue.environment)
     context.setdefault("proof_summary", state.proof_summary())
-    return state.templates.TemplateResponse(request, name, context, status_code=status_code)
+    template = state.templates.get_template(name)
+    html = await asyncio.to_thread(template.render, {"request": request, **context})
+    return HTMLResponse(html, status_code=status_code)

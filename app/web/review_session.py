@@ -39,7 +39,7 @@ async def review_start(request: Request, state: State, learner: Learner) -> Resp
     due = due_now(state, learner)
     later = [r for r in standing.queue() if not r["is_due"]]
     since = str(int(state.clock().timestamp()))
-    return page(state, request, "review.html", due=due, later=later, since=since)
+    return await page(state, request, "review.html", due=due, later=later, since=since)
 
 
 @router.get("/review/next")
@@ -67,7 +67,7 @@ async def review_done(request: Request, state: State, learner: Learner, since: S
             "next": review.humanise_delta(card.due_utc, standing.now) if card else "",
         }
     rows = list(reviewed.values())
-    return page(
+    return await page(
         state, request, "review_done.html", rows=rows, right=sum(r["correct"] for r in rows),
         still_due=len(due_now(state, learner)), since=since,
     )  # fmt: skip

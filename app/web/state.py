@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fastapi import Request
 from fastapi.templating import Jinja2Templates
 
 from app import review
@@ -73,6 +74,13 @@ class WebState:
         proof = self.proof(loaded)
         if not proof.gradeable:
             raise NotGraded(proof.state)
+
+    @staticmethod
+    def owners(request: Request) -> tuple[str, ...]:
+        """Whose share of the run queue a learner's own run uses: their cookie and their address."""
+        learner = request.scope.get("state", {}).get("learner_id", "")
+        address = request.client.host if request.client else "unknown"
+        return (f"learner:{learner}", f"address:{address}")
 
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
         q = loaded.question

@@ -24,5 +24,5 @@ def test_retry_after_is_when_a_retry_finds_room(
 
 
 def test_a_longer_backlog_never_asks_for_a_shorter_wait() -> None:
-    waits = [retry_after_s(n, 18, 2, 0.7) for n in range(0, 40)]
+    waits = [retry_after_s(n, 18, 2, 0.7) for n in range(40)]
     assert waits == sorted(waits)

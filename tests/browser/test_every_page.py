@@ -155,3 +155,17 @@ def test_choices_by_key_and_focus_on_the_verdict(browser: Browser, live: Server)
         assert re.search(r"attempt=\d+", page.url)
     finally:
         context.close()
+
+
+def test_the_api_docs_work_under_the_csp(browser: Browser, live: Server) -> None:
+    context = browser.new_context(base_url=live.url)
+    page = context.new_page()
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    try:
+        page.goto("/docs")
+        expect(page.locator(".opblock").first).to_be_visible()
+        expect(page.get_by_text("/api/questions/{question_id}/attempts").first).to_be_visible()
+    finally:
+        context.close()
+    assert refused == []

@@ -94,7 +94,7 @@ async def test_413_for_code_over_the_limit(web: Web) -> None:
 
 
 async def test_429_with_retry_after_when_workers_and_queue_are_full(web: Web) -> None:
-    async with web.client(run_queue=1) as c:  # the shared pool has 2 workers: 3 runs fit
+    async with web.client(run_queue=1, run_per_learner=10) as c:  # the shared pool has 2 workers: 3 runs fit
         slow = [asyncio.create_task(c.post("/api/run", json={"code": SLOW})) for _ in range(3)]
         for _ in range(200):
             if (await c.get("/healthz")).json()["sandbox"]["in_flight"] == 3:
@@ -154,7 +154,7 @@ async def test_retry_after_says_when_the_queue_really_has_room(web: Web) -> None
             await asyncio.sleep(0.02)
         return runs
 
-    async with web.client(run_queue=2) as c:  # 2 workers + 2 waiting
+    async with web.client(run_queue=2, run_per_learner=10) as c:  # 2 workers + 2 waiting
         await asyncio.gather(*await fill())  # the server learns: half of these waited 3 s first
         slow = await fill()
         refused = await c.post("/api/run", json={"code": "print(1)"})
@@ -165,3 +165,27 @@ async def test_retry_after_says_when_the_queue_really_has_room(web: Web) -> None
         waited = asyncio.get_running_loop().time() - started
         await asyncio.gather(*slow)
         assert abs(told - waited) <= 1.5, (told, waited)  # 3 s runs, two at a time
+
+
+async def test_forms_posted_from_another_site_are_refused(web: Web) -> None:
+    async with web.client() as c:
+        evil = {"origin": "https://evil.example"}
+        r = await c.post("/questions/mc-half-dtype", data={"choice": "1"}, headers=evil)
+        assert r.status_code == 403 and "another site" in r.text
+        assert_error(await c.post("/api/run", json={"code": "print(1)"}, headers=evil), 403, "another site")
+        framed = await c.post("/run/panel", data={"code": "print(1)"}, headers={"origin": "null"})
+        assert framed.status_code == 403
+        no_origin = await c.post("/run", data={"code": "print(1)"}, headers={"sec-fetch-site": "cross-site"})
+        assert no_origin.status_code == 403
+        assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 0  # nothing recorded
+        ours = await c.post("/questions/mc-half-dtype", data={"choice": "1"}, headers={"origin": "http://testserver"})
+        assert ours.status_code == 303
+        assert (await c.post("/api/run", json={"code": "print(1)"})).status_code == 200  # a program: no Origin
+
+
+async def test_docs_carry_the_csp_too(web: Web) -> None:
+    async with web.client() as c:
+        docs = await c.get("/docs")
+        assert docs.status_code == 200 and "<script>" not in docs.text  # no inline script
+        csp = docs.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
