@@ -48,7 +48,9 @@ class LiveBank:
 
     def reload(self) -> None:
         signature = self._current_signature()
-        bank = load_bank(self.root)
+        # Whatever served an id until now keeps it: a new file reusing the id is the one left out.
+        served = {q.id: q.path for q in self.bank.questions}
+        bank = load_bank(self.root, incumbents=served)
         for problem in sorted(bank.problems):
             log.warning("question bank: left out: %s", problem)
         log.info("question bank: %d questions in %d sets", len(bank.questions), len(bank.sets))

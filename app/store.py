@@ -52,6 +52,8 @@ class Attempt(SQLModel, table=True):
     before fingerprints were kept. A changed question does not inherit attempts at another."""
     submit_id: str | None = Field(default=None, max_length=64)
     """The form's one-time id: a double click or a replayed form stores one attempt."""
+    seconds: float | None = Field(default=None)
+    """How long the learner took, from the question's page to the answer, when known."""
 
     @property
     def answer_value(self) -> Any:
@@ -169,6 +171,7 @@ class Store:
         correct: bool,
         fingerprint: str = "",
         submit_id: str | None = None,
+        seconds: float | None = None,
         review: ReviewUpdate | None = None,
         now: datetime | None = None,
     ) -> tuple[Attempt, bool]:
@@ -196,6 +199,7 @@ class Store:
                     created_at=now,
                     fingerprint=fingerprint,
                     submit_id=submit_id,
+                    seconds=seconds,
                 )
                 s.add(attempt)
                 if review is not None:
@@ -243,6 +247,11 @@ class Store:
         return (None if correct is None else bool(correct)), (
             as_utc(due) if due is not None else None
         )
+
+    def all_attempts(self) -> list[Attempt]:
+        """Every attempt of every learner, oldest first (item statistics, the attempts CSV)."""
+        with self._session() as s:
+            return list(s.exec(select(Attempt).order_by(Attempt.id)))
 
     def attempt(self, learner_id: str, attempt_id: int) -> Attempt | None:
         with self._session() as s:

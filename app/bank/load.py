@@ -187,6 +187,11 @@ def load_file(path: Path, display: str | None = None) -> tuple[LoadedSet | None,
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(shown, 1, 1, f"cannot read file: {exc}")]
+    return load_text(text, path.stem, shown)
+
+
+def load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, list[Problem]]:
+    """Validate a question set's YAML text (a file's, or one being edited in the studio)."""
     parsed, problems = _parse(text, shown)
     if parsed is None:
         return None, problems
@@ -199,7 +204,6 @@ def load_file(path: Path, display: str | None = None) -> tuple[LoadedSet | None,
             line, col = parsed.locate(err["loc"], key=err["type"] == "extra_forbidden")
             problems.append(Problem(shown, line, col, _describe(err, parsed.data)))
         return None, sorted(set(problems))
-    set_id = path.stem
     questions = []
     for i, q in enumerate(model.questions):
         line, col = parsed.locate(("questions", i, "id"), key=True)

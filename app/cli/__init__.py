@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli import export, lint, run, schema, serve, status, verify
+from app.cli import export, instructor, lint, mutate, run, schema, serve, status, verify
 
-COMMANDS = (lint, schema, export, run, verify, status, serve)
+COMMANDS = (lint, schema, export, run, verify, status, serve, instructor, mutate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,29 +1,49 @@
-"""`ampquiz export [PATH] --format json`: the whole normalised bank, one object per question."""
+"""`ampquiz export [PATH] --format moodle|gift|qti|json [-o FILE]`: the bank for an LMS.
+
+Text formats (Moodle XML, GIFT, JSON) go to stdout unless `-o` names a file; QTI is a zip content
+package and needs `-o`. The formats themselves live in `app.export`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 from app.cli.common import DEFAULT_BANK, load_clean_bank
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from app.export import FORMATS
+
+    fmt = FORMATS[args.format]
+    if fmt.binary and args.output is None:
+        print(f"ampquiz export: --format {fmt.name} writes a {fmt.description} (a zip): "
+              f"name the file with -o, e.g. -o bank{fmt.suffix}", file=sys.stderr)  # fmt: skip
+        return 2
     bank = load_clean_bank(args.path)
     if bank is None:
         return 1
-    rows = [
-        {"set_id": q.set_id, "set_title": s.model.title, **q.question.model_dump(mode="json")}
-        for s in bank.sets
-        for q in s.questions
-    ]
-    print(json.dumps(rows, indent=2, ensure_ascii=False))
+    data = fmt.write(bank, None)
+    if args.output is None:
+        assert isinstance(data, str)
+        sys.stdout.write(data)
+        return 0
+    if isinstance(data, str):
+        args.output.write_text(data, encoding="utf-8")
+    else:
+        args.output.write_bytes(data)
+    print(f"wrote {len(bank.questions)} questions in {len(bank.sets)} sets to {args.output} ({fmt.description})",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="print the whole normalised bank")
+    p = sub.add_parser("export", help="export the bank: Moodle XML, GIFT, QTI 2.1 (zip) or JSON")
     p.add_argument("path", nargs="?", default=DEFAULT_BANK, type=Path)
-    p.add_argument("--format", choices=["json"], default="json")
+    p.add_argument("--format", choices=["moodle", "gift", "qti", "json"], default="json",
+                   help="moodle: Moodle XML; gift: GIFT text; qti: a QTI 2.1 content package (zip, needs -o); "
+                        "json: the normalised bank (default)")  # fmt: skip
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="write to this file (default: stdout, for the text formats)")  # fmt: skip
     p.set_defaults(func=_cmd_export)

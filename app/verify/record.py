@@ -181,3 +181,92 @@ def write_record(
     record = Record(path, environment, results)
     path.write_text(record.to_json())
     return record
+
+
+# ---- mutants: what each classic mistake did to a question's code (`ampquiz mutate --record`) ----
+#
+# Kept apart from the proofs above, in `verified/mutants/<device>-torch<version>.json`: a mutant's
+# run proves no key (most mutants are meant to break), and the folder below `verified/` is not
+# read as a verification record by `load_records`. Each recorded mutant carries the hash of the
+# original code, the rule and the mutant's code (`mutant_hash`); `fresh_mutants` is the one
+# staleness rule: a recorded mutant is shown only while that hash is what the rule gives today.
+
+MUTANTS_DIR = "mutants"
+
+
+def mutant_hash(original_code: str, rule_name: str, mutant_code: str) -> str:
+    """What a recorded mutant run proves: this rule, turning this code into that code."""
+    blob = json.dumps([original_code, rule_name, mutant_code], separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def mutants_dir(bank_root: Path) -> Path:
+    return records_dir(bank_root) / MUTANTS_DIR
+
+
+@dataclass
+class MutantRecord:
+    """The mutants' runs of one environment: per question id, the original's run and each
+    mutant's rule, hash, diff, run and whether its output differs from the original's."""
+
+    path: Path
+    environment: dict[str, Any]
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def device_kind(self) -> str:
+        return self.environment.get("device_kind", "cpu")
+
+    def to_json(self) -> str:
+        body = {"environment": self.environment, "questions": dict(sorted(self.questions.items()))}
+        return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
+
+
+def load_mutant_records(bank_root: Path) -> list[MutantRecord]:
+    folder = mutants_dir(bank_root)
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+            questions = data.get("questions", {})
+            if isinstance(data["environment"], dict) and isinstance(questions, dict):
+                out.append(MutantRecord(path, data["environment"], questions))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def write_mutant_record(
+    bank_root: Path,
+    environment: dict[str, Any],
+    entries: dict[str, dict[str, Any]],
+    *,
+    records: list[MutantRecord],
+    partial: bool,
+) -> MutantRecord:
+    """Writes (or, with `partial`, updates) this environment's mutant record, and returns it."""
+    environment = {k: v for k, v in environment.items() if k != "protections"}
+    environment["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+    path = mutants_dir(bank_root) / record_name(environment)
+    old = next((r for r in records if r.path.name == path.name), None)
+    questions = dict(old.questions) if old and partial else {}
+    questions.update(entries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = MutantRecord(path, environment, questions)
+    path.write_text(record.to_json())
+    return record
+
+
+def fresh_mutants(entry: dict[str, Any], current: dict[str, str]) -> list[dict[str, Any]]:
+    """The recorded mutants of one question that still hold: `current` maps each rule that
+    applies to the question's code today to its mutant's hash; a recorded mutant whose rule no
+    longer applies, or whose hash differs (the code or the rule changed), is left out."""
+    mutants = entry.get("mutants") if isinstance(entry, dict) else None
+    return [
+        m for m in (mutants if isinstance(mutants, list) else [])
+        if isinstance(m, dict) and m.get("hash") is not None and current.get(str(m.get("rule"))) == m.get("hash")
+    ]  # fmt: skip

@@ -120,7 +120,7 @@ def too_large_message(settings: Any) -> str:
 def wants_json(request: Request) -> bool:
     """JSON for the API and for clients that ask for it; HTML for browsers."""
     path = request.url.path
-    if path.startswith("/api") or path in ("/healthz", "/openapi.json"):
+    if path.startswith(("/api", "/studio/api")) or path in ("/healthz", "/openapi.json"):
         return True
     accept = request.headers.get("accept", "")
     return "application/json" in accept and "text/html" not in accept

@@ -24,7 +24,7 @@ from app.question_runs import QuestionRuns
 from app.run_queue import Pool, RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
-from app.web import api, health, pages, playground, review_session
+from app.web import api, health, pages, playground, review_session, studio
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
@@ -122,4 +122,5 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(playground.router)
     app.include_router(review_session.router)
+    app.include_router(studio.router)
     return app

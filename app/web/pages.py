@@ -22,6 +22,7 @@ from app.web.errors import NotFound
 from app.web.render import page
 from app.web.review_session import left_in_session
 from app.web.state import WebState
+from app.web.what_if import what_if_for  # "What if…" cards (app.mutate)
 
 router = APIRouter(include_in_schema=False)
 
@@ -116,6 +117,7 @@ async def question_page(
         graded = regrade(loaded, shown, context["order"])
         run, run_message = await state.question_run(loaded)
         context.update(outcome=graded, attempt=shown, run=run, run_message=run_message)
+        context.update(what_if=what_if_for(request, state, loaded))  # recorded mutants, never run here
     else:
         state.question_runs.prefetch(loaded)
     return await page(state, request, "question.html", **context)

@@ -288,13 +288,13 @@ def make_templates() -> Jinja2Templates:
     return templates
 
 
-async def page(state: WebState, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
     """A page from its template, with what every page shows (the sandbox's environment and the
     proof counts), rendered in a worker thread: a page showing a run renders what the snippet's
     process reported (bounded by the pool, but still the largest thing a page holds), and the
     event loop keeps answering everyone else, /healthz included, meanwhile."""
     context.setdefault("environment", state.run_queue.environment)
     context.setdefault("proof_summary", state.proof_summary())
-    template = state.templates.get_template(name)
+    template = state.templates.get_template(template_name)
     html = await asyncio.to_thread(template.render, {"request": request, **context})
     return HTMLResponse(html, status_code=status_code)

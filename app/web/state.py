@@ -129,6 +129,7 @@ class WebState:
             correct=graded.correct,
             fingerprint=loaded.fingerprint,
             submit_id=submit_id,
+            seconds=elapsed_s,
             review=update,
             now=now,
         )

@@ -61,3 +61,17 @@ def test_the_file_that_served_the_id_before_keeps_it(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_keys_no_one_could_type_are_warned_about(number: str, hard: bool) -> None:
     assert underivable(number) is hard
+
+
+def test_the_live_bank_keeps_what_it_served_when_a_newer_file_takes_an_id(tmp_path: Path) -> None:
+    from app.live_bank import LiveBank
+
+    write(tmp_path, "b-served.yaml", one_question("shared-id", "SERVED"), 1_000_000_000)
+    live = LiveBank(tmp_path, check_every_s=0)
+    assert live.current().question("shared-id").question.prompt == "SERVED"
+    # the served file is edited (now the newest), and a new file takes its id
+    write(tmp_path, "a-new.yaml", one_question("shared-id", "NEW"), 2_000_000_000)
+    write(tmp_path, "b-served.yaml", one_question("shared-id", "SERVED AGAIN"), 3_000_000_000)
+    bank = live.current()
+    assert bank.question("shared-id").question.prompt == "SERVED AGAIN"
+    assert [p.path for p in bank.problems] == [str(tmp_path / "a-new.yaml")]

@@ -1,0 +1,66 @@
+"""Editing a question-set file the way an author would, keeping its comments, order and quoting
+(ruamel.yaml's round trip), so a change made in the studio is a clean diff in the bank's history."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.scalarstring import LiteralScalarString
+
+NEW_QUESTION = {
+    "kind": "predict_output",
+    "topic": "autocast-basics",
+    "difficulty": 1,
+    "prompt": "What does this print?",
+    "code": 'import torch\nwith torch.autocast("cpu"):\n    y = torch.nn.Linear(4, 2)(torch.ones(1, 4))\nprint(y.dtype)\n',
+    "requires": "cpu",
+    "answer": "",
+    "explanation": "Why it prints what it prints.",
+    "source": "",  # lint refuses an empty source: the author says where the question comes from
+}
+"""What "New question" starts from: the author runs it, takes its output as the answer, writes."""
+
+
+def _yaml() -> YAML:
+    y = YAML()
+    y.preserve_quotes = True
+    y.width = 100
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def _dump(data: Any) -> str:
+    out = io.StringIO()
+    _yaml().dump(data, out)
+    return out.getvalue()
+
+
+def _block(text: str) -> Any:
+    """Multi-line text as a `|` block, as authors write code and answers."""
+    return LiteralScalarString(text if text.endswith("\n") else text + "\n") if "\n" in text.rstrip("\n") else text
+
+
+def set_answer(text: str, question_id: str, output: str) -> str:
+    """The set's YAML with `question_id`'s answer replaced by `output` (what its code printed)."""
+    data = _yaml().load(text)
+    for q in data.get("questions") or []:
+        if q.get("id") == question_id:
+            q["answer"] = _block(output.rstrip("\n")) if output.strip() else ""
+            return _dump(data)
+    raise KeyError(question_id)
+
+
+def add_question(text: str, question_id: str) -> str:
+    """The set's YAML with a new question (from `NEW_QUESTION`) appended under `question_id`."""
+    data = _yaml().load(text)
+    fresh: dict[str, Any] = {"id": question_id}
+    for key, value in NEW_QUESTION.items():
+        fresh[key] = _block(value) if isinstance(value, str) else value
+    data.setdefault("questions", []).append(fresh)
+    return _dump(data)
+
+
+def new_set(title: str) -> str:
+    return _dump({"title": title, "description": f"{title}: what this set asks about.", "questions": []})

@@ -1,0 +1,41 @@
+"""The proof line an export carries: what proved each answer key, from the committed records.
+
+Read from `questions/verified/*.json` next to the bank's files (no sandbox, no network), so
+`ampquiz export` works offline and says exactly what the records say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.bank.load import LoadedQuestion
+from app.export.common import ProofLine
+from app.verify.record import Record, load_records, verifications
+
+
+def proof_line_from(records: list[Record], loaded: LoadedQuestion) -> str:
+    """"Answer verified by running on CPU · torch 2.13.0 · 2026-11-22" (one clause per device that
+    passed), "Conceptual — no code to run", or why the key is not proved ("Answer not proved by
+    running: not yet verified on CUDA")."""
+    if not loaded.question.code:
+        return "Conceptual — no code to run"
+    found = verifications(records, loaded)
+    passed = [v.label for v in found if v.result == "pass"]
+    if passed:
+        return "Answer " + "; ".join(passed)
+    asked = next(v for v in found if v.device_kind == loaded.question.asks_about)
+    return f"Answer not proved by running: {asked.label}"
+
+
+def committed_proof_lines() -> ProofLine:
+    """Proof lines from the records committed beside each question's file (read once per folder,
+    when first asked: make a new one to see records written since)."""
+    by_folder: dict[Path, list[Record]] = {}
+
+    def proof_line(loaded: LoadedQuestion) -> str:
+        folder = Path(loaded.path).parent
+        if folder not in by_folder:
+            by_folder[folder] = load_records(folder)
+        return proof_line_from(by_folder[folder], loaded)
+
+    return proof_line

@@ -1,0 +1,178 @@
+"""The rule base: what a mutation rule is, and the syntax-tree patterns the rules share.
+
+A rule is one classic AMP mistake, said as an edit of the snippet's syntax tree (Python's `ast`,
+never text surgery): a `name` (a slug, stable: records key on it), a `title` (Markdown, read after
+"What if you…"), an `explanation` (Markdown: why engineers make the mistake and what it does), and
+`edit(tree) -> bool`, which changes the tree in place and says whether its pattern was there.
+`applies` and `apply` follow from `edit`. A rule applies only where its pattern is present; an
+edit that finds nothing to change leaves the tree alone and returns False.
+
+To add a rule: one small class in `app.mutate.rules`, listed in `RULES` there.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Callable, Iterator
+from typing import ClassVar
+
+
+class NotApplicable(ValueError):
+    """`Rule.apply` on a tree without the rule's pattern."""
+
+
+class Rule:
+    """One classic mistake as a tree edit. Subclasses set the three texts and write `edit`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    """Markdown, completing "What if you…": e.g. "drop `scaler.update()`"."""
+    explanation: ClassVar[str]
+
+    def edit(self, tree: ast.Module) -> bool:
+        """Change `tree` in place into the mistake; True when the pattern was found (and changed)."""
+        raise NotImplementedError
+
+    def applies(self, tree: ast.Module) -> bool:
+        return self.edit(copy.deepcopy(tree))
+
+    def apply(self, tree: ast.Module) -> ast.Module:
+        """A mutated copy of `tree` (the original is untouched); `NotApplicable` without the pattern."""
+        mutant = copy.deepcopy(tree)
+        if not self.edit(mutant):
+            raise NotApplicable(f"{self.name}: its pattern is not in this code")
+        return ast.fix_missing_locations(mutant)
+
+    def __repr__(self) -> str:
+        return f"<rule {self.name}>"
+
+
+# ---- names and calls ------------------------------------------------------------------------
+
+AUTOCAST_DEVICE = {"torch.cuda.amp.autocast": "cuda", "torch.cpu.amp.autocast": "cpu"}
+CLIP_FUNCTIONS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`torch.amp.GradScaler` for that attribute chain, `scaler` for a name; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def is_autocast(node: ast.AST) -> bool:
+    """A call that makes an autocast context: `torch.autocast(...)`, `torch.amp.autocast(...)`,
+    the deprecated `torch.cuda.amp.autocast(...)`, or a bare imported `autocast(...)`."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = dotted(node.func) or ""
+    return name == "autocast" or name.endswith(".autocast")
+
+
+def autocast_device(call: ast.Call) -> str | None:
+    """The device an autocast call names, when the code says it literally."""
+    known = AUTOCAST_DEVICE.get(dotted(call.func) or "")
+    if known:
+        return known
+    arg = call.args[0] if call.args else keyword(call, "device_type")
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
+def is_grad_scaler(node: ast.AST) -> bool:
+    """A call that builds a GradScaler (`torch.amp.GradScaler(...)`, `GradScaler(...)`, …)."""
+    return isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "GradScaler"
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def scaler_names(tree: ast.AST) -> set[str]:
+    """Names (or attribute chains) bound to a GradScaler in this code: `scaler`, `self.scaler`."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and is_grad_scaler(node.value):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if dotted(target):
+                    names.add(dotted(target) or "")
+    return names
+
+
+class Scalers:
+    """Tells whether an expression is a GradScaler: bound to one here, or named like one (a
+    scaler passed in as a parameter)."""
+
+    def __init__(self, tree: ast.AST) -> None:
+        self.names = scaler_names(tree)
+
+    def __call__(self, node: ast.AST) -> bool:
+        name = dotted(node)
+        return name is not None and (name in self.names or "scaler" in name.split(".")[-1].lower())
+
+    def method_call(self, node: ast.AST, method: str) -> bool:
+        """`scaler.<method>(...)`."""
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == method
+            and self(node.func.value)
+        )
+
+    def statement(self, stmt: ast.stmt, method: str) -> bool:
+        """A statement that is just `scaler.<method>(...)` (its value, if any, unused)."""
+        return isinstance(stmt, ast.Expr) and self.method_call(stmt.value, method)
+
+
+def is_backward_call(node: ast.AST) -> bool:
+    """`<something>.backward(...)`: `loss.backward()`, `scaler.scale(loss).backward()`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+
+
+def is_clip_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] in CLIP_FUNCTIONS
+
+
+def contains(node: ast.AST, predicate: Callable[[ast.AST], bool]) -> bool:
+    return any(predicate(n) for n in ast.walk(node))
+
+
+def torch_attr(name: str, like: ast.expr | None = None) -> ast.Attribute:
+    """`torch.<name>`, on the same base as `like` (`torch.float16` → `torch.bfloat16`)."""
+    base = like.value if isinstance(like, ast.Attribute) else ast.Name("torch", ast.Load())
+    return ast.Attribute(copy.deepcopy(base), name, ast.Load())
+
+
+# ---- statement lists ------------------------------------------------------------------------
+
+BLOCK_FIELDS = ("body", "orelse", "finalbody")
+
+
+def statement_lists(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every list of statements in the tree (bodies, else-blocks, handlers' bodies), outermost
+    first. Lists are yielded live: a rule edits them in place."""
+    for node in ast.walk(tree):
+        for name in BLOCK_FIELDS:  # an except handler or a match case is a node with a body too
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                yield value
+
+
+def remove_statements(tree: ast.AST, predicate: Callable[[ast.stmt], bool]) -> bool:
+    """Removes every statement `predicate` picks; a block left empty gets a `pass`."""
+    changed = False
+    for body in list(statement_lists(tree)):
+        kept = [s for s in body if not predicate(s)]
+        if len(kept) != len(body):
+            changed = True
+            body[:] = kept or [ast.Pass()]
+    return changed
+
+
+def position(stmt: ast.stmt) -> tuple[int, int]:
+    return (getattr(stmt, "lineno", 0), getattr(stmt, "col_offset", 0))

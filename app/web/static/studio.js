@@ -1,0 +1,124 @@
+// The studio's editor: problems at line:column as the author types (checked by the server with
+// the same loader as `ampquiz lint`), run a question, take its output as the answer, preview,
+// save. The page's YAML text is the author's own: only "use this output" rewrites it (a YAML
+// round trip on the server that keeps comments and order).
+"use strict";
+
+(function () {
+  const box = document.getElementById("studio-editor");
+  if (!box) return;
+  const name = box.dataset.name;
+  const area = document.getElementById("yaml");
+  const problems = document.getElementById("problems");
+  const select = document.getElementById("question");
+  const useOutput = document.getElementById("use-output");
+  const runBox = document.getElementById("studio-run");
+  const saved = document.getElementById("save-result");
+  let lastOutput = null;
+  let timer = null;
+  let wanted = box.dataset.focus || "";
+
+  async function api(path, body) {
+    const response = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json();
+    if (!response.ok) {
+      const error = new Error(data.error || response.statusText);
+      error.data = data;
+      throw error;
+    }
+    return data;
+  }
+
+  function show(list, items, empty) {
+    list.replaceChildren();
+    if (!items.length) {
+      const li = document.createElement("li");
+      li.className = "muted";
+      li.textContent = empty;
+      list.appendChild(li);
+    }
+    items.forEach(function (text) {
+      const li = document.createElement("li");
+      li.textContent = text;
+      list.appendChild(li);
+    });
+  }
+
+  async function check() {
+    try {
+      const data = await api("/studio/api/check", { name: name, text: area.value });
+      show(problems, data.problems.map(function (p) { return p.line + ":" + p.col + ": " + p.message; }), "No problems.");
+      const current = select.value || wanted;
+      select.replaceChildren();
+      data.questions.forEach(function (id) {
+        const option = document.createElement("option");
+        option.value = option.textContent = id;
+        select.appendChild(option);
+      });
+      if (data.questions.includes(current)) select.value = current;
+      wanted = "";
+    } catch (err) {
+      show(problems, [err.message], "");
+    }
+  }
+
+  area.addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(check, 300);
+  });
+
+  document.getElementById("run").addEventListener("click", async function () {
+    runBox.innerHTML = '<p class="running" role="status"><span class="spinner" aria-hidden="true"></span>Running…</p>';
+    try {
+      const data = await api("/studio/api/run", { name: name, text: area.value, question_id: select.value });
+      runBox.innerHTML = data.panel;
+      const verdict = document.createElement("p");
+      verdict.className = "notice " + (data.key === "pass" ? "" : "error");
+      verdict.textContent = data.key === "pass" ? "The key agrees with this run." : "The key: " + (data.reason || data.key);
+      runBox.prepend(verdict);
+      lastOutput = data.run.stdout;
+      useOutput.disabled = false;
+    } catch (err) {
+      runBox.textContent = err.message;
+    }
+  });
+
+  useOutput.addEventListener("click", async function () {
+    if (lastOutput === null) return;
+    try {
+      const data = await api("/studio/api/use-output", { name: name, text: area.value, question_id: select.value, output: lastOutput });
+      area.value = data.text;
+      check();
+    } catch (err) {
+      saved.textContent = err.message;
+    }
+  });
+
+  function preview(answered) {
+    const form = document.getElementById("preview-form");
+    form.elements.text.value = area.value;
+    form.elements.question_id.value = select.value;
+    form.elements.answered.value = answered ? "true" : "false";
+    form.submit();
+  }
+  document.getElementById("preview-before").addEventListener("click", function () { preview(false); });
+  document.getElementById("preview-after").addEventListener("click", function () { preview(true); });
+
+  document.getElementById("save").addEventListener("click", async function () {
+    saved.textContent = "Saving…";
+    try {
+      const data = await api("/studio/api/save", { name: name, text: area.value });
+      const warns = data.warnings.map(function (w) { return " Warning: " + w.question_id + ": " + w.reason + "."; });
+      saved.textContent = "Saved " + data.saved + "." + warns.join("");
+    } catch (err) {
+      const found = (err.data && err.data.problems) || [];
+      saved.textContent = err.message + found.map(function (p) { return " " + p.line + ":" + p.col + ": " + p.message; }).join("");
+    }
+  });
+
+  check();
+})();

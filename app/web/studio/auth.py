@@ -1,0 +1,79 @@
+"""Signing instructors in: a one-time link from `ampquiz instructor add|link NAME` is exchanged
+(by a POST, so a link preview or prefetch never spends it) for a signed session cookie that only
+/studio sees. Removing an instructor ends their session at the next request."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
+
+from app import instructors
+from app.web.deps import State
+from app.web.errors import AppError
+from app.web.render import page
+
+router = APIRouter(prefix="/studio", include_in_schema=False)
+
+COOKIE = "ampquiz_instructor"
+SESSION_S = 12 * 3600
+
+
+class InstructorsOnly(AppError):
+    status = 403
+    message = (
+        "This is the instructors' studio. Sign in with the link that `ampquiz instructor link NAME` "
+        "prints on the server."
+    )
+
+
+def _signer(request: Request) -> TimestampSigner:
+    return TimestampSigner(request.app.state.settings.resolved_secret_key(), salt="ampquiz-instructor")
+
+
+async def instructor(request: Request, state: State) -> str:
+    """The signed-in instructor's name; 403 for anyone else (learners included)."""
+    value = request.cookies.get(COOKIE)
+    if value:
+        try:
+            name = _signer(request).unsign(value, max_age=SESSION_S).decode()
+        except (BadSignature, SignatureExpired):
+            name = ""
+        if name and instructors.exists(state.store, name):
+            return name
+    raise InstructorsOnly()
+
+
+Instructor = Annotated[str, Depends(instructor)]
+
+
+@router.get("/sign-in")
+async def how_to_sign_in(request: Request, state: State) -> Response:
+    return await page(state, request, "studio/sign_in.html", token=None, spent=False)
+
+
+@router.get("/sign-in/{token}")
+async def sign_in_page(token: str, request: Request, state: State) -> Response:
+    return await page(state, request, "studio/sign_in.html", token=token, spent=False)
+
+
+@router.post("/sign-in/{token}")
+async def sign_in(token: str, request: Request, state: State) -> Response:
+    name = instructors.sign_in(state.store, token, now=state.clock())
+    if name is None:
+        return await page(state, request, "studio/sign_in.html", status_code=403, token=None, spent=True)
+    response = RedirectResponse("/studio", status_code=303)
+    response.set_cookie(
+        COOKIE, _signer(request).sign(name).decode(), max_age=SESSION_S, path="/studio",
+        httponly=True, samesite="strict",
+    )  # fmt: skip
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out(who: Instructor) -> Response:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE, path="/studio")
+    return response

@@ -1,0 +1,185 @@
+"""Authoring in the browser: open a set's YAML (or start a new question), see its problems at
+line:column as you type (the same loader and pydantic models as `ampquiz lint`), run a question's
+code with the explanation, take what it printed as the answer, preview the question exactly as a
+learner will see it before and after answering, and save the file back into the bank: a file that
+does not lint is refused, a key its run contradicts is warned about. Comments and order are kept
+(the text is the author's; edits the studio makes go through a YAML round trip). The running
+server picks the saved file up like any edit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from fastapi import APIRouter, Body, Form, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.bank import edit
+from app.bank.load import LoadedQuestion, load_text, question_files
+from app.bank.schema import MultipleChoiceQuestion
+from app.grading import grade, multiple_answers
+from app.verify.check import check
+from app.web.deps import State
+from app.web.errors import AppError, NotFound, run_refusal
+from app.web.render import page
+from app.web.state import WebState
+from app.web.studio.auth import Instructor
+from app.web.studio.view import studio_page
+
+router = APIRouter(prefix="/studio", include_in_schema=False)
+FILE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.ya?ml$")
+MAX_YAML_BYTES = 512 * 1024
+
+
+def bank_folder(state: WebState) -> Path:
+    root = Path(state.settings.bank)
+    return root.parent if root.is_file() else root
+
+
+def bank_file(state: WebState, name: str, *, new: bool = False) -> Path:
+    """A question-set file of the bank by name; never a path outside the bank folder."""
+    if not FILE.match(name):
+        raise AppError("A set's file name is lowercase words joined by '-', ending in .yaml.")
+    path = bank_folder(state) / name
+    if not new and path not in question_files(bank_folder(state)):
+        raise NotFound(f"The bank has no file {name!r}.")
+    return path
+
+
+def _parse(name: str, text: str) -> tuple[Any, list[dict[str, Any]]]:
+    if len(text.encode()) > MAX_YAML_BYTES:
+        raise AppError(f"That file is over {MAX_YAML_BYTES // 1024} KiB.")
+    loaded, problems = load_text(text, Path(name).stem, name)
+    return loaded, [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
+
+
+def _question(name: str, text: str, question_id: str) -> LoadedQuestion:
+    loaded, problems = _parse(name, text)
+    if loaded is None:
+        raise AppError(f"Fix the file's problems first ({problems[0]['line']}:{problems[0]['col']}: {problems[0]['message']}).")
+    found = next((q for q in loaded.questions if q.id == question_id), None)
+    if found is None:
+        raise NotFound(f"The file has no question {question_id!r}.")
+    return found
+
+
+@router.get("/edit/{name}")
+async def editor_page(name: str, request: Request, state: State, who: Instructor, new: str | None = None) -> Response:
+    path = bank_file(state, name)
+    text = path.read_text(encoding="utf-8")
+    if new:
+        text = edit.add_question(text, new)
+    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new)
+
+
+@router.post("/new-set")
+async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], title: Annotated[str, Form(max_length=80)]) -> Response:
+    path = bank_file(state, name, new=True)
+    if path.exists():
+        raise AppError(f"{name} exists already: open it instead.")
+    _save(path, edit.add_question(edit.new_set(title or "New set"), Path(name).stem + "-first"))
+    return Response(status_code=303, headers={"location": f"/studio/edit/{name}"})
+
+
+@router.post("/api/check")
+async def check_text(who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+    loaded, problems = _parse(name, text)
+    return {"problems": problems, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
+
+
+def _ids(text: str) -> list[str]:
+    """The question ids of a file that does not validate yet, when its YAML reads at all."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    items = data.get("questions") if isinstance(data, dict) else None
+    return [q["id"] for q in items or [] if isinstance(q, dict) and isinstance(q.get("id"), str)]
+
+
+@router.post("/api/run")
+async def run_question(request: Request, state: State, who: Instructor, name: Annotated[str, Body()],
+                       text: Annotated[str, Body()], question_id: Annotated[str, Body()]) -> Any:  # fmt: skip
+    q = _question(name, text, question_id)
+    if not q.question.code:
+        raise AppError("That question has no code to run.")
+    device = "cuda" if q.question.requires == "cuda" else None
+    try:
+        run = await state.run_queue.run(q.question.code, explain=True, device=device, owners=state.owners(request))
+    except Exception as exc:
+        refusal = run_refusal(exc)
+        if refusal is None:
+            raise
+        raise refusal from None
+    panel = await page(state, request, "_run_panel.html", run=run.to_dict())
+    verdict = check(q, run, state.proofs.device)
+    return {"run": run.to_dict(), "panel": panel.body.decode(), "key": verdict.result, "reason": verdict.reason}
+
+
+@router.post("/api/use-output")
+async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()],
+                     question_id: Annotated[str, Body()], output: Annotated[str, Body()]) -> Any:  # fmt: skip
+    try:
+        return {"text": edit.set_answer(text, question_id, output)}
+    except KeyError:
+        raise NotFound(f"The file has no question {question_id!r}.") from None
+
+
+@router.post("/api/add-question")
+async def add_question(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]) -> Any:
+    return {"text": edit.add_question(text, question_id)}
+
+
+@router.post("/preview")
+async def preview(request: Request, state: State, who: Instructor, name: Annotated[str, Form()], text: Annotated[str, Form()],
+                  question_id: Annotated[str, Form()], answered: Annotated[bool, Form()] = False) -> Response:  # fmt: skip
+    """The question exactly as a learner sees it, from the unsaved text: before answering, or
+    after a right answer (with the run of its code)."""
+    q = _question(name, text, question_id)
+    context: dict[str, Any] = {
+        "loaded": q, "q": q.question, "title": q.question.title or q.id, "s": None, "position": 1, "count": 1,
+        "prev": None, "next": None, "status": "new", "proof": state.proof(q), "verification": state.proof(q).badges,
+        "multiple": isinstance(q.question, MultipleChoiceQuestion) and multiple_answers(q.question),
+        "order": list(range(len(getattr(q.question, "choices", [])))), "submit_id": "preview",
+        "shown_at": "0", "tolerance_text": "", "needs_cuda": False, "preview": True,
+    }  # fmt: skip
+    if answered:
+        key = getattr(q.question, "answer", None)
+        picked = [i for i, c in enumerate(getattr(q.question, "choices", [])) if c.correct]
+        graded = grade(q, picked=picked, output=key) if key is None else grade(q, output=key)
+        run, message = await state.question_run(q)
+        context.update(outcome=graded, run=run, run_message=message)
+    return await page(state, request, "question.html", **context)
+
+
+@router.post("/api/save")
+async def save(request: Request, state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+    path = bank_file(state, name, new=True)
+    loaded, problems = _parse(name, text)
+    if loaded is None:
+        return JSONResponse({"ok": False, "error": "The file does not lint; nothing was saved.", "status": 422,
+                             "problems": problems}, status_code=422)  # fmt: skip
+    warnings = []
+    for q in loaded.questions:
+        if not q.question.code or q.question.requires == "cuda" and state.proofs.device != "cuda":
+            continue
+        run = await state.run_queue.run(q.question.code, owners=state.owners(request))
+        verdict = check(q, run, state.proofs.device)
+        if verdict.result == "fail":
+            warnings.append({"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff})
+    _save(path, text)
+    await asyncio.to_thread(state.live_bank.reload)  # served at once, not at the next check
+    return {"ok": True, "saved": name, "warnings": warnings}
+
+
+def _save(path: Path, text: str) -> None:
+    """Atomically: the server's reload never reads half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".studio-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

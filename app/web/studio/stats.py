@@ -1,0 +1,39 @@
+"""Item statistics from real attempts (see app.item_stats): per set and per question, the most
+missed, questions flagged for a look at their key, charts as server-rendered SVG, and every
+attempt as CSV for a gradebook."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app import item_stats
+from app.public_question import title_of
+from app.web.deps import State
+from app.web.studio.auth import Instructor
+from app.web.studio.view import studio_page
+
+router = APIRouter(prefix="/studio", include_in_schema=False)
+
+
+@router.get("/stats")
+async def stats_page(request: Request, state: State, who: Instructor) -> Response:
+    bank, attempts = state.bank, state.store.all_attempts()
+    per_question = item_stats.question_stats(bank, attempts)
+    rows = []
+    for q in bank.questions:
+        st = per_question.get(q.id)
+        if st is not None and st.attempts:
+            rows.append({"q": q, "title": title_of(q), "s": st})
+    return await studio_page(
+        state, request, "studio/stats.html", who, rows=rows,
+        sets=item_stats.set_stats(bank, attempts), missed=item_stats.most_missed(per_question),
+        titles={q.id: title_of(q) for q in bank.questions},
+    )  # fmt: skip
+
+
+@router.get("/attempts.csv")
+async def attempts_csv(state: State, who: Instructor) -> Response:
+    body = item_stats.attempts_csv(state.bank, state.store.all_attempts())
+    return Response(body, media_type="text/csv; charset=utf-8",
+                    headers={"content-disposition": 'attachment; filename="ampquiz-attempts.csv"'})  # fmt: skip
