@@ -293,25 +293,31 @@ def involves_low_precision(args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
 
 
 # Autocast's "promote" ops cast mixed inputs to the widest one; for mixed float16/float32
-# inputs that looks exactly like the float32 list, so these names tell the two apart.
-_AUTOCAST_PROMOTE = frozenset(
-    {
-        "cat",
-        "stack",
-        "addcdiv",
-        "addcmul",
-        "atan2",
-        "bilinear",
-        "cross",
-        "dot",
-        "grid_sample",
-        "index_put",
-        "index_put_",
-        "scatter_add",
-        "tensordot",
-        "index_copy",
-    }
-)
+# inputs that looks exactly like the float32 list, so these names tell the two apart. The lists
+# are per device and differ: CUDA's is `AT_FORALL_PROMOTE` in torch's shipped
+# `ATen/autocast_mode.h`; the CPU's is registered in `autocast_mode.cpp` (there `grid_sampler`
+# is on the float32 list instead). tests/sandbox/explain/test_agrees_with_torch.py checks both
+# against torch: the header, and what CPU autocast does.
+AUTOCAST_PROMOTE: dict[str, frozenset[str]] = {
+    "cpu": frozenset({"cat", "stack", "index_copy"}),
+    "cuda": frozenset(
+        {
+            "addcdiv",
+            "addcmul",
+            "atan2",
+            "bilinear",
+            "cross",
+            "dot",
+            "vdot",
+            "grid_sample",
+            "grid_sampler",
+            "index_put",
+            "index_put_",
+            "tensordot",
+            "scatter_add",
+        }
+    ),
+}
 
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
@@ -331,7 +337,7 @@ def reason_for(
         return f"raised {error}"
     if name in BACKWARD_NAMES:
         if casts:
-            return "backward pass: gradients flowed back through autocast's casts to the parameters' dtypes"
+            return "backward pass: gradients flowed back through the forward pass's casts to the parameters' dtypes"
         return "backward pass: each gradient is computed in its forward op's dtype"
     if out_dtype is None:
         return "returned no tensor"
@@ -350,7 +356,8 @@ def reason_for(
         if out_dtype == ac_dtype and any(c[1] == ac_dtype for c in casts):
             return f"cast to {ac_dtype} by autocast"
         if out_dtype == "float32" and any(c[1] == "float32" for c in casts):
-            if name.rsplit(".", 1)[-1] in _AUTOCAST_PROMOTE and "float32" in floats:
+            promote = AUTOCAST_PROMOTE.get(autocast[0], frozenset())
+            if name.rsplit(".", 1)[-1] in promote and "float32" in floats:
                 return "promoted to the widest input (float32) by autocast"
             return "run in float32 by autocast (it is on autocast's float32 list)"
         if len(distinct) > 1 and out_dtype == distinct[-1]:

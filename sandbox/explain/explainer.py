@@ -134,12 +134,19 @@ class Explainer:
             return info
         if tracer.last_failed is not None and tracer.last_failed[0] is exc:
             entry = tracer.last_failed[1]
-            info.update(source=entry["name"], line=entry["line"], explanation=_op_error_hint(entry))
+            info.update(source=entry["name"], line=entry["line"], explanation=_op_error_hint(entry, first))
         return info
 
 
-def _op_error_hint(entry: OpRecord) -> str | None:
-    """Why a traced op failed, when the inputs' dtypes tell the story."""
+_DTYPE_WORDS = ("dtype", "scalar type", "Half", "BFloat16", "Float", "Double")
+"""torch's messages for a dtype mismatch name dtypes; a shape error with mixed inputs does not."""
+
+
+def _op_error_hint(entry: OpRecord, message: str) -> str | None:
+    """Why a traced op failed, when the inputs' dtypes tell the story, and only when torch's own
+    message is about dtypes (mixed inputs that fail on their shapes failed for their shapes)."""
+    if not any(word in message for word in _DTYPE_WORDS):
+        return None
     floats = []
     for d in entry.get("inputs", []):
         if d["dtype"] in ("float16", "bfloat16", "float32", "float64") and d["dtype"] not in floats:

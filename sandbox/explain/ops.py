@@ -66,6 +66,11 @@ class _FunctionMode(TorchFunctionMode):
         # Fast path first: property reads (`p.grad`, `x.dtype`) are most of the calls.
         if kwargs is None:
             kwargs = {}
+        if torch.compiler.is_compiling():
+            # While torch.compile traces, step aside: tracing into the recorder (its frame walk)
+            # would break the snippet's graph into pieces and change what it prints (graph counts,
+            # recompiles). The compiled code's calls are seen again when it runs.
+            return func(*args, **kwargs)
         if NAMES.get(func, "") is None or self.tracer.paused:
             return func(*args, **kwargs)
         return self.tracer.on_function(func, args, kwargs)
@@ -151,8 +156,12 @@ class OpTracer:
         The dispatch mode costs ~10 us per aten op, so it is pushed only around calls where it can
         see something: direct calls that run under autocast, touch float16/bfloat16 or run the
         backward pass, and internal calls (optimizer, GradScaler) with low-precision tensors.
+
+        While the snippet runs torch.profiler, nothing is traced: the dispatch mode would re-enter
+        the dispatcher for every op and the profile would count each op twice (and the hazard
+        checks' own ops), so the snippet would print a different profile than torch alone gives.
         """
-        if self.paused:
+        if self.paused or torch._C._autograd._profiler_enabled():
             return func(*args, **kwargs)
         name = op_name(func)
         if name is None:

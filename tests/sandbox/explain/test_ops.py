@@ -185,3 +185,15 @@ def test_the_whole_sandbox_package_counts_as_the_tracers_own_frames() -> None:
     root = frames.SANDBOX_ROOT
     for outside in (inspect.getfile(torch.optim.SGD), root + "_evil/explain.py", root + "/../tests/explain.py"):
         assert calls._classify(outside) == calls._INTERNAL, outside
+
+
+def test_a_shape_error_is_not_blamed_on_mixed_dtypes(explain: Explain) -> None:
+    _, report = explain("""
+    import torch
+    x = torch.ones(2, 3)
+    y = torch.ones(2, 3, dtype=torch.float16)
+    print(x @ y)
+    """)
+    assert "cannot be multiplied" in report["error"]["message"]
+    assert report["error"]["explanation"] is None
+    assert not any("mix" in s for s in report["summary"]), report["summary"]
