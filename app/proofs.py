@@ -156,9 +156,11 @@ class ProofBook:
         """Counts per state, and every held-back question with why (for /healthz and the footer);
         computed once per bank, records and proofs made here."""
         key = (id(bank), id(records), self.version)
-        if self._summary is None or self._summary[0] != key:
-            self._summary = (key, self._summarise(bank, records))
-        return self._summary[1]
+        cached = self._summary  # one read: another thread may swap it meanwhile
+        if cached is None or cached[0] != key:
+            cached = (key, self._summarise(bank, records))
+            self._summary = cached
+        return cached[1]
 
     def _summarise(self, bank: Bank, records: list[Record]) -> dict[str, Any]:
         counts = {state: 0 for state in ("proved", "conceptual", "elsewhere", "pending", "held_back")}

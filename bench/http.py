@@ -115,7 +115,17 @@ class Connection:
         self.cookie = b""
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None:
+        try:
+            return await self._request(method, path, body)
+        except (ConnectionError, asyncio.IncompleteReadError, IndexError):
+            # The server closed an idle keep-alive connection (uvicorn's 5 s timeout, between
+            # rounds): open a new one and send the request again, as a browser does.
+            self.close()
+            self.writer = None
+            return await self._request(method, path, body)
+
+    async def _request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None or self.writer.is_closing():
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
         head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAccept: text/html,application/json\r\n".encode()

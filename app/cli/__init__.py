@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli import export, instructor, lint, mutate, run, schema, serve, status, verify
+from app.cli import export, instructor, interview, lint, mutate, run, schema, serve, status, verify
 
-COMMANDS = (lint, schema, export, run, verify, status, serve, instructor, mutate)
+COMMANDS = (lint, schema, export, run, verify, status, serve, instructor, interview, mutate)
 
 
 def build_parser() -> argparse.ArgumentParser:

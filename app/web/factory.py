@@ -24,7 +24,7 @@ from app.question_runs import QuestionRuns
 from app.run_queue import Pool, RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
-from app.web import api, health, pages, playground, review_session, studio
+from app.web import api, health, interview, pages, playground, review_session, studio
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
@@ -86,10 +86,13 @@ def create_app(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
             live_bank=live_bank, proofs=proofs, templates=templates, clock=clock or utcnow,
         )  # fmt: skip
+        live_bank.prepare.append(proofs.summary)  # the footer's counts, ready before a reload is served
         prover.start()  # keys nothing proved yet are checked in the background, learners first
+        live_bank.start()  # file changes are picked up by a thread of its own, never by a request
         try:
             yield {}
         finally:
+            live_bank.stop()
             await prover.close()
             question_runs.close()
             run_queue.close()
@@ -123,4 +126,5 @@ def create_app(
     app.include_router(playground.router)
     app.include_router(review_session.router)
     app.include_router(studio.router)
+    app.include_router(interview.router)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 
 import pytest
@@ -166,7 +168,11 @@ async def test_a_set_added_while_the_server_runs_is_served(web: Web) -> None:
             "     explanation: Because., source: tests,\n"
             "     choices: [{text: this, correct: true, why: Right.}, {text: that, correct: false, why: Wrong.}]}\n"
         )
-        page = await c.get("/sets/extra")
+        for _ in range(100):  # the watcher thread picks it up within its check interval
+            page = await c.get("/sets/extra")
+            if page.status_code == 200:
+                break
+            await asyncio.sleep(0.02)
         assert page.status_code == 200 and "Added later" in page.text
         assert (await c.get("/api/questions/extra-one")).json()["set_id"] == "extra"
 

@@ -1,0 +1,55 @@
+"""What a candidate's prediction and run become in the interview's log: the payloads of the
+`predicted` and `run` events, in plain data the interviewer's page and the report read as is."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from app.bank.load import LoadedQuestion
+from app.bank.schema import MultipleChoiceQuestion
+from app.explain_text import what_happened
+from app.grading import GradedAnswer, choice_order, normalise_output
+
+STDOUT_CHARS = 4000
+"""Output kept per run in the log (the run itself is capped by the sandbox)."""
+
+
+def order(token: str, loaded: LoadedQuestion) -> list[int] | None:
+    """The candidate's stable order of the choices (shuffled per interview, as per learner)."""
+    q = loaded.question
+    return choice_order(q, f"interview:{token}") if isinstance(q, MultipleChoiceQuestion) else None
+
+
+def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int) -> dict[str, Any]:
+    q = loaded.question
+    if isinstance(q, MultipleChoiceQuestion):
+        answer = " / ".join(q.choices[i].text for i in graded.picked)
+        truth = " / ".join(c.text for c in q.choices if c.correct)
+    else:
+        answer, truth = graded.output, normalise_output(getattr(q, "answer", "") or "")
+    return {
+        "question": loaded.id,
+        "answer": answer,
+        "confidence": confidence,
+        "correct": graded.correct,
+        "truth": truth,
+    }
+
+
+def ran(loaded: LoadedQuestion, code: str, run: dict[str, Any]) -> dict[str, Any]:
+    """A run: the code as a diff against the question's, what it printed, and the explanation's
+    summary sentences."""
+    original = (loaded.question.code or "").splitlines()
+    diff = "\n".join(
+        difflib.unified_diff(original, code.splitlines(), "question", "candidate", lineterm="")
+    )
+    exc = run.get("exception") or {}
+    error = (
+        f"{exc.get('type', '')}: {exc.get('message', '')}" if exc else (run.get("message") or "")
+    )
+    return {
+        "question": loaded.id, "code": code, "diff": diff, "status": run.get("status"),
+        "stdout": (run.get("stdout") or "")[:STDOUT_CHARS], "error": error,
+        "summary": what_happened(run)[:8], "duration_ms": run.get("duration_ms"),
+    }  # fmt: skip

@@ -1,0 +1,365 @@
+"""Interview mode: the candidate's page (`/interview/TOKEN`), the interviewer's live page
+(`/interviewer/TOKEN`, fed by server-sent events), the report, and making one in the studio.
+
+Each link is its own credential: the candidate's token never opens an interviewer route (it is
+looked up only among candidate tokens), and a revoked candidate link answers 404. A candidate's
+run goes through `state.run_queue` like every learner's (same sandbox, limits, fair queue). The
+live channel is `app.interview.live`: stored first, then fanned out; a reconnect with
+`Last-Event-ID` (EventSource sends it by itself) reads what it missed from the database.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Header, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+
+from app.bank.schema import MultipleChoiceQuestion
+from app.grading import AnswerError, describe_tolerance, grade, multiple_answers
+from app.interview import entries, model
+from app.interview.live import Hub
+from app.interview.report import progress, report
+from app.public_question import title_of
+from app.web.deps import State
+from app.web.errors import AppError, NotFound, run_refusal
+from app.web.render import page
+from app.web.state import WebState
+from app.web.studio.auth import Instructor
+from app.web.studio.view import studio_page
+
+router = APIRouter(include_in_schema=False)
+
+GONE = "This interview link does not work: it is unknown, or it was revoked."
+
+
+class NotYet(AppError):
+    status = 409
+    message = "State your prediction first: running the code shows the answer."
+
+
+def _hub(request: Request) -> Hub:
+    hub = getattr(request.app.state, "interview_hub", None)
+    if hub is None:
+        hub = request.app.state.interview_hub = Hub()
+    return hub
+
+
+async def _record(
+    request: Request, state: WebState, interview: model.Interview, kind: str, data: dict[str, Any]
+) -> None:
+    assert interview.id is not None
+    await _hub(request).record(state.store, interview.id, kind, data)
+
+
+def _candidate(state: WebState, token: str) -> model.Interview:
+    found = model.by_candidate(state.store, token)
+    if found is None:
+        raise NotFound(GONE)
+    return found
+
+
+def _host(state: WebState, token: str) -> model.Interview:
+    found = model.by_host(state.store, token)
+    if found is None:
+        raise NotFound(GONE)
+    return found
+
+
+def _events(state: WebState, interview: model.Interview) -> list[model.Event]:
+    assert interview.id is not None
+    return model.events(state.store, interview.id)
+
+
+# ---- the candidate ---------------------------------------------------------------------------
+
+
+async def _candidate_page(
+    request: Request, state: WebState, token: str, status_code: int = 200, **extra: Any
+) -> Response:
+    interview = _candidate(state, token)
+    done = progress(interview, _events(state, interview))
+    context: dict[str, Any] = {
+        "interview": interview,
+        "token": token,
+        "done": done,
+        "count": len(done.questions),
+    }
+    current = done.current
+    if current is not None:
+        if current.opened_at is None:
+            await _record(
+                request,
+                state,
+                interview,
+                "opened",
+                {"question": current.id, "index": done.position},
+            )
+            done = progress(interview, _events(state, interview))
+            current = done.current
+        assert current is not None
+        loaded = state.question(current.id)
+        q = loaded.question
+        proof = state.proof(loaded)
+        context.update(
+            current=current, loaded=loaded, q=q, title=title_of(loaded), proof=proof,
+            order=entries.order(token, loaded), confidences=model.CONFIDENCES,
+            multiple=multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
+            tolerance_text=describe_tolerance(getattr(q, "tolerance", None)),
+            code=extra.pop("code", None) or q.code or "",
+        )  # fmt: skip
+    deadline = done.deadline(interview)
+    context.update(deadline=deadline.isoformat() if deadline else None, **extra)
+    return await page(
+        state, request, "interview/candidate.html", status_code=status_code, **context
+    )
+
+
+@router.get("/interview/{token}")
+async def candidate_page(token: str, request: Request, state: State) -> Response:
+    return await _candidate_page(request, state, token)
+
+
+@router.post("/interview/{token}/predict")
+async def predict(
+    token: str, request: Request, state: State,
+    confidence: Annotated[int, Form()],
+    choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
+    output: Annotated[str | None, Form(max_length=10_000)] = None,
+) -> Response:  # fmt: skip
+    interview = _candidate(state, token)
+    current = progress(interview, _events(state, interview)).current
+    if current is None or current.prediction is not None:
+        return RedirectResponse(f"/interview/{token}", status_code=303)
+    loaded = state.question(current.id)
+    state.ensure_gradeable(loaded)
+    if current.opened_at is None:  # answered without the page (a script): the time starts now
+        await _record(request, state, interview, "opened", {"question": current.id})
+    if confidence not in model.CONFIDENCES:
+        return await _candidate_page(
+            request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %."
+        )
+    try:
+        graded = grade(
+            loaded, picked=choice, output=output or "", order=entries.order(token, loaded)
+        )
+    except AnswerError as exc:
+        return await _candidate_page(request, state, token, 400, error=str(exc))
+    await _record(
+        request, state, interview, "predicted", entries.predicted(loaded, graded, confidence)
+    )
+    return RedirectResponse(f"/interview/{token}#result", status_code=303)
+
+
+async def _run(
+    request: Request, state: WebState, token: str, code: str
+) -> tuple[dict[str, Any] | None, AppError | None]:
+    interview = _candidate(state, token)
+    current = progress(interview, _events(state, interview)).current
+    if current is None:
+        raise NotFound("This interview is over.")
+    if current.prediction is None:
+        return None, NotYet()
+    too_long = state.code_too_long(code)
+    if too_long is not None:
+        return None, too_long
+    try:
+        result = await state.run_queue.run(
+            code, explain=True, owners=(*state.owners(request), f"interview:{interview.id}")
+        )
+    except Exception as exc:
+        refusal = run_refusal(exc)
+        if refusal is None:
+            raise
+        return None, refusal
+    run = result.to_dict()
+    await _record(
+        request, state, interview, "run", entries.ran(state.question(current.id), code, run)
+    )
+    return run, None
+
+
+@router.post("/interview/{token}/run")
+async def run_page(
+    token: str, request: Request, state: State, code: Annotated[str, Form()] = ""
+) -> Response:
+    """Without JavaScript: the whole page again, with the result under the editor."""
+    run, error = await _run(request, state, token, code)
+    return await _candidate_page(
+        request,
+        state,
+        token,
+        error.status if error else 200,
+        code=code,
+        run=run,
+        run_message=error.message if error else None,
+    )
+
+
+@router.post("/interview/{token}/run/panel")
+async def run_panel(
+    token: str, request: Request, state: State, code: Annotated[str, Form()] = ""
+) -> Response:
+    """What app.js asks for: only the result panel."""
+    run, error = await _run(request, state, token, code)
+    response = await page(
+        state, request, "_run_panel.html", status_code=error.status if error else 200,
+        run=run, run_message=error.message if error else None,
+    )  # fmt: skip
+    response.headers.update(error.headers if error else {})
+    return response
+
+
+@router.post("/interview/{token}/next")
+async def next_question(token: str, request: Request, state: State) -> Response:
+    interview = _candidate(state, token)
+    done = progress(interview, _events(state, interview))
+    if done.current is not None and done.current.prediction is not None:
+        last = done.position + 1 >= len(done.questions)
+        await _record(
+            request, state, interview, "finished" if last else "next", {"question": done.current.id}
+        )
+    return RedirectResponse(f"/interview/{token}", status_code=303)
+
+
+@router.post("/interview/{token}/extend")
+async def extend(token: str, request: Request, state: State) -> Response:
+    """The accessibility option: half as much time again, once."""
+    interview = _candidate(state, token)
+    done = progress(interview, _events(state, interview))
+    if interview.minutes and not done.extra_s and not done.finished:
+        await _record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
+    return RedirectResponse(f"/interview/{token}", status_code=303)
+
+
+# ---- the interviewer ---------------------------------------------------------------------------
+
+
+@router.get("/interviewer/{token}")
+async def host_page(token: str, request: Request, state: State) -> Response:
+    interview = _host(state, token)
+    questions = []
+    for qid in interview.question_ids:
+        loaded = state.bank.question(qid)
+        questions.append(
+            {
+                "id": qid,
+                "title": title_of(loaded) if loaded else qid,
+                "q": loaded.question if loaded else None,
+            }
+        )
+    base = str(request.base_url).rstrip("/")
+    return await page(
+        state, request, "interview/host.html", interview=interview, token=token, questions=questions,
+        candidate_url=f"{base}/interview/{interview.candidate_token}",
+    )  # fmt: skip
+
+
+def _sse(event: model.Event | None) -> str:
+    if event is None:
+        return ": ping\n\n"
+    return f"id: {event.id}\ndata: {json.dumps(event.to_dict())}\n\n"
+
+
+@router.get("/interviewer/{token}/events")
+async def host_events(
+    token: str, request: Request, state: State,
+    last_event_id: Annotated[str | None, Header()] = None, replay: bool = False,
+) -> Response:  # fmt: skip
+    """Server-sent events: everything after `Last-Event-ID` (all of it on a first connect), then
+    each event as it is stored. `?replay=true` sends what is stored and ends."""
+    interview = _host(state, token)
+    assert interview.id is not None
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    hub = _hub(request)
+
+    async def stream() -> Any:
+        yield "retry: 500\n\n"
+        if replay:
+            for event in model.events(state.store, interview.id, after):  # type: ignore[arg-type]
+                yield _sse(event)
+            return
+        async for event in hub.follow(state.store, interview.id, after):  # type: ignore[arg-type]
+            yield _sse(event)
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+
+@router.post("/interviewer/{token}/notes")
+async def notes(
+    token: str, request: Request, state: State,
+    question: Annotated[str, Form(max_length=80)], text: Annotated[str, Form(max_length=20_000)] = "",
+) -> Response:  # fmt: skip
+    interview = _host(state, token)
+    if question not in interview.question_ids:
+        raise NotFound("That question is not in this interview.")
+    await _record(request, state, interview, "note", {"question": question, "text": text})
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse({"ok": True})
+    return RedirectResponse(f"/interviewer/{token}", status_code=303)
+
+
+@router.post("/interviewer/{token}/revoke")
+async def revoke(token: str, request: Request, state: State) -> Response:
+    interview = _host(state, token)
+    assert interview.id is not None
+    if model.revoke(state.store, interview.id, state.clock()):
+        await _record(request, state, interview, "revoked", {})
+    return RedirectResponse(f"/interviewer/{token}", status_code=303)
+
+
+def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
+    titles = {}
+    for qid in interview.question_ids:
+        loaded = state.bank.question(qid)
+        titles[qid] = title_of(loaded) if loaded else qid
+    return report(interview, _events(state, interview), titles, state.clock())
+
+
+@router.get("/interviewer/{token}/report")
+async def report_page(token: str, request: Request, state: State) -> Response:
+    interview = _host(state, token)
+    return await page(
+        state, request, "interview/report.html", token=token, r=_report(state, interview)
+    )
+
+
+@router.get("/interviewer/{token}/report.json")
+async def report_json(token: str, state: State) -> Response:
+    return JSONResponse(_report(state, _host(state, token)))
+
+
+# ---- making one, in the studio ----------------------------------------------------------------
+
+
+@router.get("/studio/interviews/new")
+async def new_form(request: Request, state: State, who: Instructor) -> Response:
+    rows = [
+        {"id": q.id, "title": title_of(q), "kind": q.question.kind} for q in state.bank.questions
+    ]
+    return await studio_page(state, request, "interview/new.html", who, rows=rows, error=None)
+
+
+@router.post("/studio/interviews")
+async def create(
+    request: Request, state: State, who: Instructor,
+    questions: Annotated[list[str], Form()] = [],  # noqa: B006
+    minutes: Annotated[str, Form(max_length=4)] = "",
+) -> Response:  # fmt: skip
+    unknown = [q for q in questions if state.bank.question(q) is None]
+    limit = int(minutes) if minutes.strip().isdigit() else None
+    try:
+        if unknown:
+            raise ValueError(f"there is no question {unknown[0]!r}")
+        made = model.create(state.store, questions, by=who, minutes=limit)
+    except ValueError as exc:
+        rows = [
+            {"id": q.id, "title": title_of(q), "kind": q.question.kind}
+            for q in state.bank.questions
+        ]
+        return await studio_page(
+            state, request, "interview/new.html", who, 400, rows=rows, error=str(exc)
+        )
+    return RedirectResponse(f"/interviewer/{made.host_token}", status_code=303)

@@ -1,0 +1,114 @@
+// ampquiz interview mode (no inline scripts: the CSP allows only this server's files).
+// - the candidate's timer, counting down to the deadline the server rendered;
+// - the interviewer's live page: an EventSource on /interviewer/TOKEN/events (it reconnects by
+//   itself and sends Last-Event-ID, so nothing is missed across a restart), each event shown in
+//   its question's section; notes are saved without leaving the page.
+"use strict";
+
+(function () {
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function setUpTimer(box) {
+    const deadline = Date.parse(box.dataset.deadline);
+    const out = box.querySelector("[data-time-left]");
+    function tick() {
+      const left = Math.round((deadline - Date.now()) / 1000);
+      if (left <= 0) { out.textContent = "time is up"; return; }
+      const m = Math.floor(left / 60), s = left % 60;
+      out.textContent = m + ":" + String(s).padStart(2, "0");
+      setTimeout(tick, 1000);
+    }
+    tick();
+  }
+
+  function time(iso) {
+    return new Date(iso).toLocaleTimeString();
+  }
+
+  function setUpLive(root) {
+    const status = document.querySelector("[data-live-status]");
+    const seen = new Set();
+    const opened = {};
+
+    function section(id) {
+      return root.querySelector('[data-question="' + CSS.escape(String(id)) + '"]');
+    }
+
+    function show(event) {
+      if (seen.has(event.id)) return;
+      seen.add(event.id);
+      const data = event.data || {};
+      const box = data.question !== undefined ? section(data.question) : null;
+      if (event.kind === "opened" && box) {
+        opened[data.question] = Date.parse(event.at);
+        box.querySelector("[data-state]").textContent = "opened at " + time(event.at);
+        box.classList.add("is-open");
+      } else if (event.kind === "predicted" && box) {
+        const p = box.querySelector("[data-prediction]");
+        p.replaceChildren();
+        const line = el("p", "interview-prediction " + (data.correct ? "right" : "wrong"));
+        line.append("Predicted ", el("code", "", String(data.answer)), " with " + data.confidence + " % confidence: ",
+          el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "", String(data.truth)), ")");
+        p.append(line);
+      } else if (event.kind === "run" && box) {
+        const item = el("li", "interview-run");
+        item.dataset.run = String(event.id);
+        item.append(el("p", "small", "Run at " + time(event.at) + " · " + data.status +
+          (data.duration_ms ? " · " + Math.round(data.duration_ms) + " ms" : "")));
+        if (data.diff) item.append(el("pre", "mono interview-diff", data.diff));
+        else item.append(el("p", "muted small", "The question's code, unchanged."));
+        item.append(el("pre", "mono interview-output", data.stdout || data.error || "(no output)"));
+        if (data.summary && data.summary.length) {
+          const list = el("ul", "small");
+          data.summary.forEach(function (s) { list.append(el("li", "", s)); });
+          item.append(list);
+        }
+        box.querySelector("[data-runs]").append(item);
+      } else if (event.kind === "note" && box) {
+        const area = box.querySelector("textarea[name=text]");
+        if (document.activeElement !== area) area.value = data.text;
+        box.querySelector("[data-saved]").textContent = "saved " + time(event.at);
+      } else if ((event.kind === "next" || event.kind === "finished") && box) {
+        const spent = opened[data.question] ? Math.round((Date.parse(event.at) - opened[data.question]) / 1000) : null;
+        box.querySelector("[data-state]").textContent = "done" + (spent !== null ? " in " + spent + " s" : "");
+      } else if (event.kind === "extended") {
+        status.textContent = "The candidate asked for more time (+" + Math.round(data.seconds / 60) + " min).";
+      } else if (event.kind === "revoked") {
+        status.textContent = "The candidate's link was revoked.";
+      }
+      if (event.kind === "finished") status.textContent = "The candidate finished the interview.";
+    }
+
+    const source = new EventSource(root.dataset.events);
+    source.onopen = function () { status.textContent = "Live: updates appear as they happen."; };
+    source.onerror = function () { status.textContent = "Reconnecting…"; };
+    source.onmessage = function (message) { show(JSON.parse(message.data)); };
+
+    root.querySelectorAll("[data-notes-form]").forEach(function (form) {
+      form.addEventListener("submit", async function (event) {
+        event.preventDefault();
+        const saved = form.querySelector("[data-saved]");
+        saved.textContent = "saving…";
+        try {
+          const response = await fetch(root.dataset.notes, {
+            method: "POST", body: new URLSearchParams(new FormData(form)), headers: { "Accept": "application/json" },
+          });
+          if (!response.ok) saved.textContent = "not saved (" + response.status + ")";
+        } catch (err) {
+          saved.textContent = "not saved: " + err.message;
+        }
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-deadline]").forEach(setUpTimer);
+    const live = document.getElementById("live");
+    if (live && live.dataset.events) setUpLive(live);
+  });
+})();

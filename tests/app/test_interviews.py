@@ -1,0 +1,250 @@
+"""Interview mode through the real app (httpx, the session's sandbox pool, a temp SQLite file):
+predict with a confidence, run edited code, notes, the report and its calibration; the links as
+credentials (the candidate's never opens the interviewer's routes, a revoked one stops working);
+the event log replayed after `Last-Event-ID`; the live fan-out in order; the CLI's two links."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.cli import main as cli_main
+from app.interview import model
+from app.interview.live import Hub
+from app.interview.report import calibration, progress
+from app.store import Store
+from tests.support.web import Web
+
+pytestmark = pytest.mark.anyio
+
+
+def _events(body: str) -> list[dict]:
+    """The `data:` payloads of a text/event-stream body."""
+    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")]
+
+
+async def _interview(
+    client: httpx.AsyncClient, ids: list[str], minutes: int | None = None
+) -> model.NewInterview:
+    return model.create(client.app.state.web.store, ids, by="ada", minutes=minutes)  # type: ignore[attr-defined]
+
+
+async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> None:
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=30)
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        first = await client.get(cand)
+        assert (
+            first.status_code == 200
+            and "How sure are you?" in first.text
+            and "data-deadline" in first.text
+        )
+        refused = await client.post(
+            cand + "/predict", data={"output": "torch.float32", "confidence": "60"}
+        )
+        assert refused.status_code == 400  # only 50, 75 or 95
+        said = await client.post(
+            cand + "/predict",
+            data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"},
+        )
+        assert said.status_code == 303
+        page = await client.get(cand)
+        assert (
+            "Right" in page.text and "95 % confidence" in page.text and 'id="run-form"' in page.text
+        )
+        edited = "import torch\nprint(torch.ones(2, dtype=torch.bfloat16).float().dtype)\n"
+        ran = await client.post(cand + "/run/panel", data={"code": edited})
+        assert ran.status_code == 200 and "torch.float32" in ran.text
+        noted = await client.post(host + "/notes", data={"question": "po-linear-dtype", "text": "knows the list"},
+                                  headers={"Accept": "application/json"})  # fmt: skip
+        assert noted.status_code == 200
+        assert (await client.post(cand + "/next")).status_code == 303
+        await client.post(
+            cand + "/predict", data={"choice": "0", "confidence": "50"}
+        )  # wrong: float32
+        await client.post(cand + "/next")
+        assert "the interview is over" in (await client.get(cand)).text
+
+        stream = await client.get(host + "/events", params={"replay": "true"})
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        kinds = [e["kind"] for e in _events(stream.text)]
+        assert kinds == [
+            "created",
+            "opened",
+            "predicted",
+            "run",
+            "note",
+            "next",
+            "opened",
+            "predicted",
+            "finished",
+        ]
+        run = next(e for e in _events(stream.text) if e["kind"] == "run")["data"]
+        assert "+print(torch.ones(2, dtype=torch.bfloat16).float().dtype)" in run["diff"]
+        assert run["stdout"].strip() == "torch.float32" and run["status"] == "ok"
+
+        r = (await client.get(host + "/report.json")).json()
+        first_q, second_q = r["questions"]
+        assert (first_q["correct"], first_q["confidence"], first_q["runs"], first_q["notes"]) == (
+            True,
+            95,
+            1,
+            "knows the list",
+        )
+        assert (
+            first_q["truth"] == "torch.bfloat16 torch.Size([1, 2])"
+            and first_q["seconds"] is not None
+        )
+        assert (second_q["correct"], second_q["confidence"], second_q["prediction"]) == (
+            False,
+            50,
+            "`torch.float32`",
+        )
+        assert r["finished"] and r["calibration"]["brier"] == round(
+            ((0.95 - 1) ** 2 + 0.5**2) / 2, 3
+        )
+        html = (await client.get(host + "/report")).text
+        assert "knows the list" in html and "Calibration" in html
+
+
+async def test_the_candidates_link_never_opens_the_interviewers_pages(web: Web) -> None:
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"])
+        host = f"/interviewer/{made.host_token}"
+        await client.post(
+            host + "/notes", data={"question": "po-linear-dtype", "text": "SECRET-NOTE"}
+        )
+        for path in ("", "/report", "/report.json", "/events?replay=true"):
+            assert (
+                await client.get(f"/interviewer/{made.candidate_token}{path}")
+            ).status_code == 404, path
+        assert (await client.post(f"/interviewer/{made.candidate_token}/revoke")).status_code == 404
+        assert (await client.get(f"/interview/{made.host_token}")).status_code == 404
+        assert "SECRET-NOTE" not in (await client.get(f"/interview/{made.candidate_token}")).text
+
+
+async def test_a_revoked_link_stops_working(web: Web) -> None:
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"])
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        assert (await client.get(cand)).status_code == 200
+        assert (await client.post(host + "/revoke")).status_code == 303
+        assert (await client.get(cand)).status_code == 404
+        assert (
+            await client.post(cand + "/predict", data={"output": "x", "confidence": "50"})
+        ).status_code == 404
+        assert (
+            await client.post(cand + "/run/panel", data={"code": "print(1)"})
+        ).status_code == 404
+        assert "was revoked" in (await client.get(host)).text
+        assert (await client.get(host + "/report.json")).json()["revoked"] is True
+
+
+async def test_cant_run_before_predicting(web: Web) -> None:
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"])
+        cand = f"/interview/{made.candidate_token}"
+        await client.get(cand)
+        refused = await client.post(cand + "/run/panel", data={"code": "print(1)"})
+        assert refused.status_code == 409 and "prediction first" in refused.text
+
+
+async def test_a_reconnect_gets_only_what_it_missed(web: Web) -> None:
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"])
+        host = f"/interviewer/{made.host_token}"
+        for text in ("one", "two", "three"):
+            await client.post(host + "/notes", data={"question": "po-linear-dtype", "text": text})
+        everything = _events((await client.get(host + "/events", params={"replay": "true"})).text)
+        after = everything[1]["id"]
+        rest = await client.get(
+            host + "/events", params={"replay": "true"}, headers={"Last-Event-ID": str(after)}
+        )
+        assert [e["data"].get("text") for e in _events(rest.text)] == ["two", "three"]
+
+
+async def test_the_hub_delivers_every_event_in_order(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'hub.db'}")
+    made = model.create(store, ["q1"], by="ada")
+    interview_id = made.interview.id
+    assert interview_id is not None
+    hub = Hub()
+    got: list[int] = []
+
+    async def follow() -> None:
+        async for event in hub.follow(store, interview_id, ping_s=0.05):
+            if event is not None:
+                got.append(event.id)
+                if len(got) == 41:
+                    return
+
+    follower = asyncio.create_task(follow())
+    await asyncio.sleep(0.05)
+    sent = await asyncio.gather(
+        *(
+            hub.record(store, interview_id, "note", {"question": "q1", "text": str(i)})
+            for i in range(40)
+        )
+    )
+    await asyncio.wait_for(follower, 10)
+    assert got == sorted(got) and got[1:] == sorted(e.id for e in sent)  # the `created` event first
+    assert hub.streams(interview_id) == 0
+    store.close()
+
+
+def test_calibration_compares_confidence_with_outcomes(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    made = model.create(store, ["a", "b", "c"], by="ada")
+    assert made.interview.id is not None
+    for qid, conf, right in (("a", 95, True), ("b", 95, False), ("c", 50, True)):
+        model.append(
+            store,
+            made.interview.id,
+            "predicted",
+            {"question": qid, "confidence": conf, "correct": right},
+        )
+    done = progress(made.interview, model.events(store, made.interview.id))
+    c = calibration(done.questions)
+    assert [r["right_percent"] for r in c["rows"]] == [100, None, 50]
+    assert c["brier"] == round((0.05**2 + 0.95**2 + 0.5**2) / 3, 3)
+    store.close()
+
+
+def test_the_cli_prints_the_candidates_link_first(
+    web: Web, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AMPQUIZ_DATABASE_URL", f"sqlite:///{web.db}")
+    monkeypatch.setenv("AMPQUIZ_BANK", str(web.bank))
+    assert (
+        cli_main(
+            [
+                "interview",
+                "new",
+                "--questions",
+                "po-linear-dtype,mc-half-dtype",
+                "--minutes",
+                "20",
+                "--url",
+                "http://x",
+            ]
+        )
+        == 0
+    )
+    candidate, host = capsys.readouterr().out.split()
+    assert candidate.startswith("http://x/interview/") and host.startswith("http://x/interviewer/")
+    store = Store(f"sqlite:///{web.db}")
+    found = model.by_candidate(store, candidate.rsplit("/", 1)[1])
+    assert (
+        found is not None
+        and found.question_ids == ["po-linear-dtype", "mc-half-dtype"]
+        and found.minutes == 20
+    )
+    assert model.by_host(store, host.rsplit("/", 1)[1]) == found
+    assert cli_main(["interview", "new", "--questions", "no-such-id"]) == 1
+    assert cli_main(["interview", "revoke", candidate]) == 0
+    assert model.by_candidate(store, candidate.rsplit("/", 1)[1]) is None
+    store.close()
