@@ -13,13 +13,25 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from app.bank.load import Bank, FileCache, load_bank, question_files
 from app.verify.record import Record, load_records, records_dir
 
 log = logging.getLogger("ampquiz.bank")
+
+
+def files_signature(paths: Iterable[Path]) -> tuple:
+    """What tells a watcher that files changed: each one's path, modification time and size."""
+    sig = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        sig.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(sig)
 
 
 class LiveBank:
@@ -47,14 +59,7 @@ class LiveBank:
         return files + (sorted(folder.glob("*.json")) if folder.is_dir() else [])
 
     def _current_signature(self) -> tuple:
-        sig = []
-        for path in self._files():
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            sig.append((str(path), st.st_mtime_ns, st.st_size))
-        return tuple(sig)
+        return files_signature(self._files())
 
     def reload(self) -> None:
         with self._lock:

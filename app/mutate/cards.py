@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bank.load import LoadedQuestion
+from app.live_bank import files_signature
 from app.mutate.apply import mutants_of
 from app.mutate.rules import rule as rule_named
 from app.verify.record import MutantRecord, fresh_mutants, load_mutant_records, mutants_dir
@@ -122,14 +123,7 @@ class RecordedMutants:
 
     def _current_signature(self) -> tuple:
         folder = mutants_dir(self.root)
-        sig = []
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            sig.append((str(path), st.st_mtime_ns, st.st_size))
-        return tuple(sig)
+        return files_signature(sorted(folder.glob("*.json")) if folder.is_dir() else [])
 
     def records(self) -> list[MutantRecord]:
         if time.monotonic() - self._checked >= self.check_every_s:

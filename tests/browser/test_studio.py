@@ -17,25 +17,10 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.support.cli import REPO, ampquiz
+from tests.support.planted import wrong_key_set
 from tests.support.server import BANK, Server
 
-WRONG_KEY = """\
-title: Planted
-description: A question whose key its run contradicts.
-questions:
-  - id: planted-wrong-key
-    kind: predict_output
-    topic: float16-numerics
-    difficulty: 1
-    prompt: What does this print?
-    code: |
-      import torch
-      print(torch.finfo(torch.float16).max)
-    requires: cpu
-    answer: "65536.0"
-    explanation: The largest float16.
-    source: tests
-"""
+WRONG_KEY = wrong_key_set("planted-wrong-key")
 
 BROKEN = """\
 title: Broken

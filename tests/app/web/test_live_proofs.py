@@ -17,25 +17,10 @@ import pytest
 from app.bank import PredictOutputQuestion, load_bank
 from app.bank.load import LoadedQuestion
 from tests.support.cli import BANK, ampquiz
+from tests.support.planted import wrong_key_set
 from tests.support.server import Server
 
-PLANTED = """\
-title: Planted
-description: A question with a wrong key, as a careless author might write it.
-questions:
-  - id: planted-fp16-max
-    kind: predict_output
-    topic: float16-numerics
-    difficulty: 1
-    prompt: What does this print?
-    code: |
-      import torch
-      print(torch.finfo(torch.float16).max)
-    requires: cpu
-    answer: "65536.0"
-    explanation: The largest float16.
-    source: tests
-"""
+PLANTED = wrong_key_set("planted-fp16-max")
 
 REUSES_AN_ID = """\
 title: Reuses an id
