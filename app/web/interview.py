@@ -165,9 +165,7 @@ async def _run(
     if too_long is not None:
         return None, too_long
     try:
-        result = await state.run_queue.run(
-            code, explain=True, owners=(*state.owners(request), f"interview:{interview.id}")
-        )
+        result = await state.run_queue.run(code, explain=True, owners=state.owners(request))
     except Exception as exc:
         refusal = run_refusal(exc)
         if refusal is None:

@@ -1,0 +1,211 @@
+"""Interview mode in two real Chromium pages against a real `ampquiz serve`: an instructor makes
+an interview in the studio; the candidate predicts with a confidence, answers, edits and runs;
+the interviewer's page shows each step within a second, without reloading (server-sent events);
+the interview survives a server restart; the report shows predictions, runs and notes; the
+candidate's link never opens the interviewer's page, and a revoked link stops working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.support.cli import REPO
+from tests.support.server import Server
+
+LIVE_MS = 1000
+"""How soon the interviewer's page must show what the candidate just did."""
+PO, MC = "linear-dtype-under-autocast", "gradscaler-skips-inf-step"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    srv = Server(tmp_path)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _sign_in_link(server: Server, name: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "instructor", "add", name, "--url", server.url],
+        env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return out.stdout.strip()
+
+
+def _until_gradeable(page: Page, label: str) -> None:
+    """A question is shown while its key is proved on load (a second or two): reload until then."""
+    for _ in range(60):
+        if page.get_by_text(label).count():
+            return
+        page.wait_for_timeout(500)
+        page.reload()
+    expect(page.get_by_text(label)).to_be_visible()
+
+
+def test_an_interviewer_watches_a_candidate_live(
+    browser: Browser, server: Server, shots: Path
+) -> None:
+    errors: list[str] = []
+    host_ctx = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
+    host_ctx.set_default_timeout(30_000)
+    host = host_ctx.new_page()
+    host.on("pageerror", lambda exc: errors.append(str(exc)))
+    host.goto(_sign_in_link(server, "ada"))
+    host.get_by_role("button", name="Sign in").click()
+    host.goto("/studio/interviews/new")
+    host.locator(f'input[value="{PO}"]').check()
+    host.locator(f'input[value="{MC}"]').check()
+    host.get_by_label("Time limit in minutes").fill("30")
+    host.get_by_role("button", name="Create the interview").click()
+    expect(host.get_by_role("heading", name="Interviewer")).to_be_visible()
+    host_url = host.url
+    candidate_url = host.locator("[data-candidate-link]").inner_text().strip()
+    expect(host.locator("[data-live-status]")).to_have_text("Live: updates appear as they happen.")
+    po = host.locator(f'[data-question="{PO}"]')
+    mc = host.locator(f'[data-question="{MC}"]')
+
+    cand_ctx = browser.new_context(viewport={"width": 1000, "height": 900})
+    cand_ctx.set_default_timeout(30_000)
+    cand = cand_ctx.new_page()
+    cand.on("pageerror", lambda exc: errors.append(str(exc)))
+    cand.goto(candidate_url)
+    expect(po.locator("[data-state]")).to_contain_text("opened at", timeout=LIVE_MS)
+    expect(cand.locator("[data-time-left]")).to_contain_text(":")
+    _until_gradeable(cand, "How sure are you?")
+
+    # predict, with a confidence
+    cand.get_by_label("What will it print?").fill("torch.bfloat16\ntorch.float32")
+    cand.get_by_label("75 %").check()
+    cand.get_by_role("button", name="Lock in my prediction").click()
+    expect(cand.locator("[data-verdict]")).to_contain_text("Right")
+    expect(po.locator("[data-prediction]")).to_contain_text("75 % confidence", timeout=LIVE_MS)
+    expect(po.locator("[data-prediction]")).to_contain_text("right", timeout=LIVE_MS)
+
+    # edit and run
+    code = cand.locator("#code")
+    code.fill(code.input_value().replace("print(loss.dtype)", "print(loss.dtype, y.float().dtype)"))
+    cand.get_by_role("button", name="Run").click()
+    expect(cand.locator("#run-panel")).to_contain_text("torch.float32 torch.float32")
+    run = po.locator("[data-runs] > li")
+    expect(run).to_have_count(1, timeout=LIVE_MS)
+    expect(run.locator(".interview-diff")).to_contain_text(
+        "+print(loss.dtype, y.float().dtype)", timeout=LIVE_MS
+    )
+    expect(run.locator(".interview-output")).to_contain_text(
+        "torch.float32 torch.float32", timeout=LIVE_MS
+    )
+
+    # the interviewer's notes, saved without leaving the page
+    po.get_by_label("Notes (the candidate never sees them)").fill("knows autocast's lists")
+    po.get_by_role("button", name="Save notes").click()
+    expect(po.locator("[data-saved]")).to_contain_text("saved", timeout=LIVE_MS)
+    host.screenshot(path=str(shots / "interview-host.png"), full_page=True)
+    assert host.url == host_url  # never reloaded
+
+    cand.get_by_role("button", name="Next question").click()
+    expect(po.locator("[data-state]")).to_contain_text("done in", timeout=LIVE_MS)
+    expect(mc.locator("[data-state]")).to_contain_text("opened at", timeout=LIVE_MS)
+
+    # the server restarts mid-interview: both pages carry on, the live page reconnects by itself
+    server.restart()
+    expect(host.locator("[data-live-status]")).to_have_text(
+        "Live: updates appear as they happen.", timeout=15_000
+    )
+    cand.reload()
+    _until_gradeable(cand, "How sure are you?")
+    cand.get_by_text("the step is skipped and the scale is halved").click()
+    cand.get_by_label("95 %").check()
+    cand.get_by_role("button", name="Lock in my prediction").click()
+    expect(cand.locator("[data-verdict]")).to_contain_text("Right")
+    expect(mc.locator("[data-prediction]")).to_contain_text("95 % confidence", timeout=LIVE_MS)
+    cand.get_by_role("button", name="Finish the interview").click()
+    expect(cand.locator("[data-interview-over]")).to_be_visible()
+    expect(host.locator("[data-live-status]")).to_have_text(
+        "The candidate finished the interview.", timeout=LIVE_MS
+    )
+    expect(po.locator("[data-runs] > li")).to_have_count(
+        1
+    )  # the replay after the restart added nothing twice
+    cand.screenshot(path=str(shots / "interview-candidate.png"), full_page=True)
+
+    # the report
+    report = host_ctx.new_page()
+    report.goto(host_url + "/report")
+    row = report.locator(f'[data-report-row="{PO}"]')
+    expect(row).to_contain_text("torch.bfloat16")
+    expect(row).to_contain_text("75 %")
+    expect(row.locator("[data-runs]")).to_have_text("1")
+    expect(row).to_contain_text("knows autocast's lists")
+    expect(report.locator(f'[data-report-row="{MC}"]')).to_contain_text("95 %")
+    expect(report.get_by_role("heading", name="Calibration")).to_be_visible()
+    report.screenshot(path=str(shots / "interview-report.png"), full_page=True)
+
+    # the candidate's link never opens the interviewer's page, and never shows the notes
+    token = candidate_url.rsplit("/", 1)[1]
+    for path in (f"/interviewer/{token}", f"/interviewer/{token}/report"):
+        response = cand.goto(server.url + path)
+        assert response is not None and response.status == 404, path
+    cand.goto(candidate_url)
+    expect(cand.get_by_text("knows autocast's lists")).to_have_count(0)
+
+    # a revoked link stops working
+    host.get_by_role("button", name="Revoke the candidate's link").click()
+    expect(host.locator("[data-revoked]")).to_be_visible()
+    response = cand.goto(candidate_url)
+    assert response is not None and response.status == 404
+    assert not errors, f"JavaScript errors: {errors}"
+    cand_ctx.close()
+    host_ctx.close()
+
+
+def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Server) -> None:
+    from tests.browser.test_every_page import AXE, axe_violations, overflow
+
+    if not AXE.exists():
+        pytest.fail(f"axe-core is not installed at {AXE}: run `make browser`")
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "interview", "new", "--questions", f"{PO},{MC}", "--minutes", "20", "--url", server.url],
+        env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    candidate_url, host_url = out.stdout.split()
+    for scheme in ("light", "dark"):
+        context = browser.new_context(viewport={"width": 375, "height": 800}, color_scheme=scheme)
+        context.set_default_timeout(30_000)
+        page = context.new_page()
+        checked = {}
+        if scheme == "light":  # before and after the prediction; the dark pass sees it answered
+            page.goto(candidate_url)
+            _until_gradeable(page, "How sure are you?")
+            checked["candidate"] = candidate_url
+            assert overflow(page) <= 0 and axe_violations(page) == [], axe_violations(page)
+            page.get_by_label("What will it print?").fill("torch.float32")
+            page.get_by_label("50 %").check()
+            page.get_by_role("button", name="Lock in my prediction").click()
+            page.get_by_role("button", name="Run").click()
+            expect(page.locator("#run-panel")).to_contain_text("torch.bfloat16")
+        checked.update(
+            {
+                "candidate, answered": candidate_url,
+                "interviewer": host_url,
+                "report": host_url + "/report",
+            }
+        )
+        for name, url in checked.items():
+            page.goto(url)
+            if name == "interviewer":
+                expect(page.locator("[data-live-status]")).to_contain_text("Live")
+            for width in (375, 320):
+                page.set_viewport_size({"width": width, "height": 800})
+                assert overflow(page) <= 0, (
+                    f"{name} ({scheme}) is {overflow(page)} px wider than {width} px"
+                )
+            assert axe_violations(page) == [], f"{name} ({scheme}): {axe_violations(page)}"
+        context.close()
