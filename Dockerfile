@@ -1,10 +1,34 @@
 # ampquiz on its embedded defaults: SQLite under /srv/ampquiz/var and the local sandbox pool
 # (AMPQUIZ_DATABASE_URL=postgresql+psycopg://... points it at PostgreSQL; the driver is installed).
-# The sandbox isolates each run with Linux namespaces and cgroups; give the container what it needs
-# (`docker run --cap-add SYS_ADMIN --security-opt seccomp=unconfined ...`), or it runs with fewer
-# protections and logs at start which ones are off. It stays root so that each run can be given a
-# private uid of its own; snippets never run as root.
+#
+# The sandbox gives each run Linux namespaces, an allow-listed root it pivots into, a cgroup and a
+# syscall filter of its own. Run the container with the seccomp profile next to this file:
+#
+#   docker run --cap-add SYS_ADMIN --security-opt seccomp=seccomp.json -p 8000:8000 ampquiz
+#
+# Capabilities the sandbox needs beyond Docker's defaults:
+#   SYS_ADMIN   new namespaces (unshare, setns), the mounts of each run's root, and pivot_root into
+#               it. Only the server's own processes hold it: a run drops every capability (a uid of
+#               its own, no_new_privs) and its filter refuses namespaces and mounts outright.
+#   SYS_PTRACE  optional: lets the pool read how a run ended as soon as it starts exiting (about 3 ms
+#               sooner per run); without it the pool waits for the zygote to reap the runner.
+# and, of Docker's defaults, SETUID and SETGID (a uid per run), CHOWN (its work folder) and KILL
+# (ending runs, which run as other uids).
+#
+# seccomp.json is Docker's default profile with pivot_root added to what CAP_SYS_ADMIN allows,
+# io_uring removed, and ptrace and its kin allowed only with CAP_SYS_PTRACE; never run with
+# `seccomp=unconfined`. Hosts with AppArmor also apply Docker's AppArmor profile, which refuses every
+# mount: there add `--security-opt apparmor=unconfined` (or a profile allowing mount, umount and
+# pivot_root). The per-run memory, process and CPU caps need a cgroup tree the container may write
+# (cgroup v2: `--cgroupns=private` and a writable /sys/fs/cgroup). Whatever the host refuses, runs go
+# on with the rest, and the pool logs at start which protections are off.
+#
+# It stays root so that each run can be given a private uid of its own; snippets never run as root.
 FROM python:3.11-slim
+
+# libseccomp compiles each runner's syscall filter (sandbox/seccomp.py binds it with ctypes).
+RUN apt-get update && apt-get install -y --no-install-recommends libseccomp2 \
+    && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /srv/ampquiz
 COPY pyproject.toml constraints.txt README.md ./

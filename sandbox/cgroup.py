@@ -1,12 +1,14 @@
-"""A per-run control group capping memory and process count, where the host lets us write one.
+"""A per-run control group capping memory, process count and CPU, where the host lets us write one.
 
-Supports the unified hierarchy (cgroup v2) and the legacy `memory` + `pids` controllers (v1).
-A cgroup is the only cap that also covers processes the snippet spawns, and the only reliable
-way to find and kill all of them when there is no pid namespace.
+Supports the unified hierarchy (cgroup v2) and the legacy `memory`, `pids` and `cpu` controllers
+(v1). A cgroup is the only cap that also covers processes the snippet spawns (24 spinning children
+share one core's worth of CPU, not the host's), and the only reliable way to find and kill all of
+them when there is no pid namespace.
 
-Runs in: the runner (creates its cgroup, joins it, sets the caps when its code arrives), the
-zygote (sweeps cgroups left by an earlier zygote) and the server (reads the OOM count after a
-run, removes the cgroup).
+Runs in: the runner (creates its cgroup and joins it, while still root), the zygote (sweeps
+cgroups left by an earlier zygote) and the server (sets the caps before a run's code is sent,
+reads the OOM count after the run, removes the cgroup). The runner drops root before its code
+arrives and no longer sees /sys/fs/cgroup, so the caps are the pool's to write.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+CPU_PERIOD_US = 100_000
+"""The CPU cap's period, the kernel's default: `cpu_cores` x this much CPU time per this much wall
+time (v1 keeps the default cpu.cfs_period_us; v2's cpu.max names it)."""
 
 
 def _own_path(controller: str | None) -> str | None:
@@ -56,12 +61,17 @@ class RunCgroup:
 
     @property
     def features(self) -> list[str]:
-        out = []
-        if "unified" in self.dirs or "memory" in self.dirs:
-            out.append("cgroup-memory")
-        if "unified" in self.dirs or "pids" in self.dirs:
-            out.append("cgroup-pids")
-        return out
+        """The caps this cgroup can hold: on v2 a controller the parent did not delegate leaves
+        no file to write, and then the cap is not claimed."""
+        caps = {
+            "cgroup-memory": (("unified", "memory.max"), ("memory", "memory.limit_in_bytes")),
+            "cgroup-pids": (("unified", "pids.max"), ("pids", "pids.max")),
+            "cpu-cap": (("unified", "cpu.max"), ("cpu", "cpu.cfs_quota_us")),
+        }
+        return [
+            cap for cap, files in caps.items()
+            if any(role in self.dirs and (self.dirs[role] / name).exists() for role, name in files)
+        ]  # fmt: skip
 
     def add(self, pid: int) -> None:
         for d in self.dirs.values():
@@ -77,21 +87,28 @@ class RunCgroup:
                     pass
         return 0
 
-    def set_limits(self, memory_bytes: int, processes: int) -> None:
-        """`memory_bytes` on top of what the prepared runner already holds (torch, a CUDA context)."""
-        memory_bytes += self.usage_bytes()
+    def set_limits(
+        self, *, memory_bytes: int | None = None, processes: int | None = None, cpu_cores: float | None = None
+    ) -> None:
+        """Write the caps given (None: leave as is). `memory_bytes` is absolute: the caller adds
+        what the prepared runner already holds (torch, a CUDA context)."""
+        quota = None if cpu_cores is None else max(1000, int(cpu_cores * CPU_PERIOD_US))
+        files = {
+            "unified": [
+                ("memory.max", memory_bytes), ("memory.swap.max", 0 if memory_bytes is not None else None),
+                ("pids.max", processes), ("cpu.max", None if quota is None else f"{quota} {CPU_PERIOD_US}"),
+            ],
+            "memory": [("memory.limit_in_bytes", memory_bytes)],
+            "pids": [("pids.max", processes)],
+            "cpu": [("cpu.cfs_quota_us", quota)],  # the period is the kernel's default, CPU_PERIOD_US
+        }  # fmt: skip
         for role, d in self.dirs.items():
-            try:
-                if role == "unified":
-                    (d / "memory.max").write_text(str(memory_bytes))
-                    (d / "memory.swap.max").write_text("0")
-                    (d / "pids.max").write_text(str(processes))
-                elif role == "memory":
-                    (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
-                elif role == "pids":
-                    (d / "pids.max").write_text(str(processes))
-            except OSError:
-                pass
+            for name, value in files.get(role, []):
+                if value is not None:
+                    try:
+                        (d / name).write_text(str(value))
+                    except OSError:
+                        pass
 
     def oom_killed(self) -> bool:
         for role, d in self.dirs.items():
@@ -159,8 +176,13 @@ class CgroupFactory:
             base = _writable_dir(ROOT / unified.lstrip("/"))
             if base is not None:
                 self.bases["unified"] = base
+                for controller in ("memory", "pids", "cpu"):  # delegate them to run cgroups
+                    try:
+                        (base / "cgroup.subtree_control").write_text(f"+{controller}")
+                    except OSError:
+                        pass  # e.g. processes in this cgroup: then that cap is not claimed
         if not self.bases:
-            for controller in ("memory", "pids"):
+            for controller in ("memory", "pids", "cpu"):
                 own = _own_path(controller)
                 if own is not None and (ROOT / controller).is_dir():
                     base = _writable_dir(ROOT / controller / own.lstrip("/"))

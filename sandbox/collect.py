@@ -1,7 +1,10 @@
 """One prepared runner (a slot) and the collection of one run from it: output, report, ending.
 
 Everything that comes back from a run was produced next to untrusted code, so it is treated as
-input: size-capped, shape-checked, and never allowed to outlast the run's wall time.
+input: size-capped, shape-checked, and never allowed to outlast the run's wall time. The status
+rests on what the snippet cannot write -- the wall clock, the output pipes, the cgroup's OOM count
+and how the process ended (`sandbox.ending`) -- and the runner's report is believed only where
+it agrees with them (`sandbox.claims`).
 
 Runs in: the server (the pool's threads).
 """
@@ -9,6 +12,7 @@ Runs in: the server (the pool's threads).
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import signal
 import socket
@@ -18,13 +22,17 @@ from typing import Any
 
 from sandbox import wire
 from sandbox.cgroup import RunCgroup
+from sandbox.claims import Malformed, read_claim
+from sandbox.ending import CRASH_EXIT, EXIT_CODES, exit_status_while_exiting
 from sandbox.limits import Limits
-from sandbox.result import STATUSES, Environment, ExceptionInfo, RunResult, WarningInfo
+from sandbox.result import Environment, RunResult
 
 # A runner's report (explanation included) is far below this; past it, the run is cut off.
 MAX_REPORT_BYTES = 4 * 1024 * 1024
 # After the run reports or ends: the most time spent draining what is already in the pipes.
 DRAIN_S = 0.2
+# After the report (or the report channel's end): the least time allowed for the process to end.
+EXIT_GRACE_S = 0.5
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: "a segmentation fault (SIGSEGV)",
@@ -48,9 +56,32 @@ class Slot:
     sock: socket.socket
     out_fd: int
     err_fd: int
+    status: socket.socket | None = None
+    """The zygote's account of how the runner ended; the runner never holds this socket."""
     cgroup: dict[str, str] | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    """What the runner said when ready, before any untrusted code ran: protections included."""
+    watch: int | None = None
+    """A handle on the runner's /proc stat (`sandbox.ending.watch`), opened once it is ready."""
+    base_memory: int = 0
+    """What the prepared runner holds (torch, a CUDA context): memory caps come on top."""
+    caps: tuple[int, int, float] | None = None
+    """The cgroup's memory, processes and CPU caps as written, as `Limits` fields."""
     closed: bool = False
+
+    def set_caps(self, limits: Limits) -> None:
+        """The run's cgroup caps; the pool writes the default ones while the runner waits, so a
+        run with default limits pays for no write."""
+        want = (limits.memory_bytes, limits.processes, limits.cpu_cores)
+        if not self.cgroup or want == self.caps:
+            return
+        have = self.caps or (None, None, None)
+        RunCgroup.from_paths(self.cgroup).set_limits(
+            memory_bytes=self.base_memory + want[0] if want[0] != have[0] else None,
+            processes=want[1] if want[1] != have[1] else None,
+            cpu_cores=want[2] if want[2] != have[2] else None,
+        )
+        self.caps = want
 
     def kill(self) -> None:
         """Kill the run and everything it started (the runner is pid 1 of its namespace; where
@@ -70,6 +101,11 @@ class Slot:
         if self.cgroup:
             RunCgroup.from_paths(self.cgroup).remove()
         self.sock.close()
+        for fd in (self.status, self.watch):
+            if isinstance(fd, socket.socket):
+                fd.close()
+            elif fd is not None:
+                os.close(fd)
         for fd in (self.out_fd, self.err_fd):
             try:
                 os.close(fd)
@@ -79,6 +115,7 @@ class Slot:
 
 def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     """Send the code to a prepared runner and gather what happened, within `limits.wall_s`."""
+    slot.set_caps(limits)
     started = time.perf_counter()
     try:
         wire.send(slot.sock, {"type": "run", "code": code, "limits": limits.to_dict(), "explain": explain})
@@ -88,7 +125,7 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     streams = {slot.out_fd: bytearray(), slot.err_fd: bytearray()}
     reader = wire.Reader()
     report: dict[str, Any] | None = None
-    exit_info: dict[str, Any] | None = None
+    channel_closed = False
     ended_by: str | None = None
     report_bytes = 0
     drain_until = deadline
@@ -98,17 +135,18 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     try:
         while True:
             now = time.perf_counter()
-            if report is None and exit_info is None and now >= deadline:
+            heard = report is not None or channel_closed
+            if not heard and now >= deadline:
                 ended_by = "timeout"
                 break
-            # Once the run has reported (or ended), only drain what is already written.
-            stop = deadline if report is None and exit_info is None else min(deadline, drain_until)
+            # Once the run has reported (or its channel ended), only drain what is already written.
+            stop = min(deadline, drain_until) if heard else deadline
             if now >= stop or not sel.get_map():
                 break
             # After the report, poll without waiting: the runner flushed its output before
             # reporting, so returning need not wait for the process to exit.
-            events = sel.select(0 if report is not None else stop - now)
-            if not events and (report is not None or exit_info is not None):
+            events = sel.select(0 if heard else stop - now)
+            if not events and heard:
                 break
             for key, _ in events:
                 if key.fileobj is slot.sock:
@@ -123,7 +161,7 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
                         sel.unregister(slot.sock)
                         if data:
                             ended_by = "malformed"
-                        exit_info = exit_info or {"type": "exit", "signal": None, "code": None}
+                        channel_closed = True
                         drain_until = time.perf_counter() + DRAIN_S
                         continue
                     try:
@@ -132,13 +170,11 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
                         messages, ended_by = [], "malformed"
                     for msg in messages:
                         kind = msg.get("type") if isinstance(msg, dict) else None
-                        if kind == "result" and report is None:
+                        if kind in ("result", "crash") and report is None:
                             report = msg
-                        elif kind in ("exit", "crash"):
-                            exit_info = msg
                     if ended_by == "malformed":
                         break
-                    if report is not None or exit_info is not None:
+                    if report is not None:
                         # Stop listening to the socket: the rest of the run is noise to us.
                         sel.unregister(slot.sock)
                         drain_until = time.perf_counter() + DRAIN_S
@@ -156,92 +192,141 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
                 break
     finally:
         sel.close()
-    if ended_by or report is None:
+    ending = None
+    if ended_by is None:
+        # A report is a claim until the process has ended the way it says: it has until the wall
+        # time to do so (a forged report followed by a process that keeps running is never
+        # believed). After the channel closed with no report, only how it ended is left to learn.
+        grace = time.perf_counter() + EXIT_GRACE_S
+        ending = await_ending(slot, max(deadline, grace) if report is not None else grace)
+        if ending is None and report is not None:
+            ended_by = "timeout"
+        elif ending is not None and _drain(slot, streams, limits.output_bytes):
+            ended_by = "output_limit"  # what it wrote between its report and its end
+    if ended_by or ending is None:
         slot.kill()  # now, before reading status files
     duration_ms = (time.perf_counter() - started) * 1000
-    return _result(slot, limits, report, exit_info, ended_by, streams, duration_ms)
+    return _result(slot, code, limits, explain, report, ending, ended_by, streams, duration_ms)
 
 
-def _text(value: Any, limit: int = 65536) -> str:
-    return value[:limit] if isinstance(value, str) else ""
+def _drain(slot: Slot, streams: dict[int, bytearray], cap: int) -> bool:
+    """Read what is already in the output pipes, without waiting; True if past the cap."""
+    over = False
+    for fd, buf in streams.items():
+        while select.select([fd], [], [], 0)[0]:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            buf += data
+            if len(buf) > cap:
+                del buf[cap:]
+                over = True
+                break
+    return over
 
 
-def _from_report(report: dict[str, Any], fallback_env: dict[str, Any]) -> RunResult:
-    """A RunResult from the runner's report, taking only well-formed fields (it came from next to
-    untrusted code, which can write on the same socket)."""
-    status = report.get("status")
-    exc = report.get("exception")
-    exception = None
-    if isinstance(exc, dict):
-        line = exc.get("line")
-        exception = ExceptionInfo(
-            type=_text(exc.get("type"), 200) or "Exception",
-            message=_text(exc.get("message")),
-            traceback=_text(exc.get("traceback")),
-            line=line if isinstance(line, int) else None,
-            source_line=_text(exc.get("source_line"), 500) or None,
-        )
-    warnings = []
-    for w in report.get("warnings") or []:
-        if isinstance(w, dict):
-            line = w.get("line")
-            warnings.append(
-                WarningInfo(_text(w.get("category"), 200), _text(w.get("message"), 4096), line if isinstance(line, int) else None)
-            )
-    env = report.get("environment")
-    env = env if isinstance(env, dict) else fallback_env
-    explanation = report.get("explanation")
-    return RunResult(
-        status=status if status in STATUSES else "killed",
-        exception=exception,
-        warnings=warnings[:100],
-        environment=Environment.from_dict(env),
-        message=_text(report.get("message"), 4096),
-        explanation=explanation if isinstance(explanation, dict) else None,
-    )
+def await_ending(slot: Slot, until: float) -> dict[str, Any] | None:
+    """How the runner ended: its exit code as soon as the kernel holds it, else the zygote's
+    message once it has reaped the runner (signals and CPU time come only from there); None if
+    the process has not ended by `until`.
+
+    A runner exits microseconds after it reports, so the first look usually finds it exiting."""
+    attempt = 0
+    while True:
+        status = exit_status_while_exiting(slot.watch)
+        if status is not None:
+            return {"signal": None, "code": os.WEXITSTATUS(status), "cpu_s": None}
+        left = until - time.perf_counter()
+        if left <= 0:
+            return None
+        # Short sleeps, not yields: a sleeping thread gives the runner the CPU to reach its exit,
+        # and on waking takes it back at once, where a yielding one can wait out a whole tick.
+        wait = min(left, 0.00005 * 2 ** min(attempt, 9))
+        attempt += 1
+        if slot.status is None:
+            time.sleep(wait)
+            continue
+        if select.select([slot.status], [], [], wait)[0]:
+            try:
+                msg = wire.recv(slot.status)
+            except (OSError, ValueError):
+                return None
+            if isinstance(msg, dict) and msg.get("type") == "exit":
+                return msg
+            if msg is None:
+                return None
+
+
+def _ended_in_words(ending: dict[str, Any]) -> str:
+    sig = ending.get("signal")
+    if sig:
+        return f"was ended by {_SIGNAL_WORDS.get(sig, f'signal {sig}')}"
+    return f"exited with code {ending.get('code')}"
 
 
 def _result(
     slot: Slot,
+    code: str,
     limits: Limits,
+    explain: bool,
     report: dict[str, Any] | None,
-    exit_info: dict[str, Any] | None,
+    ending: dict[str, Any] | None,
     ended_by: str | None,
     streams: dict[int, bytearray],
     duration_ms: float,
 ) -> RunResult:
-    fallback_env = slot.environment
-    try:
-        out = _from_report(report or {}, fallback_env)
-    except (TypeError, ValueError):
-        out = _from_report({}, fallback_env)
-        ended_by = ended_by or "malformed"
+    out = RunResult(status="killed", environment=Environment.from_dict(slot.environment))
     out.stdout = streams[slot.out_fd].decode("utf-8", "replace")
     out.stderr = streams[slot.err_fd].decode("utf-8", "replace")
     out.duration_ms = round(duration_ms, 2)
     oom = bool(slot.cgroup) and RunCgroup.from_paths(slot.cgroup or {}).oom_killed()
-    info = exit_info or {}
+    info = ending or {}
     sig = info.get("signal") if isinstance(info.get("signal"), int) else None
+    exit_code = info.get("code") if isinstance(info.get("code"), int) else None
     cpu_s = info.get("cpu_s") if isinstance(info.get("cpu_s"), (int, float)) else 0
     if ended_by == "timeout":
         out.status, out.message = "timeout", f"Stopped after the wall-time limit of {limits.wall_s:g} s."
+        if report is not None:
+            out.message += " It reported, but its process did not end: the report was set aside."
     elif ended_by == "output_limit":
         out.status = "output_limit"
         out.message = f"Output was cut at {limits.output_bytes} bytes and the run was stopped."
     elif ended_by == "malformed":
-        out.status, out.message = "killed", "The run wrote a malformed report on the sandbox's channel and was stopped."
+        out.message = "The run wrote a malformed report on the sandbox's channel and was stopped."
     elif oom:
         out.status, out.message = "memory", f"Killed for using more than {limits.memory_bytes} bytes of memory."
-    elif report is None and (sig == signal.SIGXCPU or (sig and cpu_s >= limits.cpu_s)):
+    elif sig == signal.SIGXCPU or (sig and cpu_s >= limits.cpu_s):
         out.status, out.message = "timeout", f"Stopped at the CPU-time limit of {limits.cpu_s} s."
+    elif sig:
+        out.message = f"The process {_ended_in_words(info)}."
     elif report is None:
-        out.status = "killed"
-        if info.get("type") == "crash":
-            out.message = _text(info.get("message"), 4096)
-        elif sig:
-            out.message = f"The process was ended by {_SIGNAL_WORDS.get(sig, f'signal {sig}')}."
-        elif isinstance(info.get("code"), int):
-            out.message = f"The process exited with code {info['code']} before finishing (os._exit?)."
+        if exit_code is not None:
+            out.message = f"The process exited with code {exit_code} before finishing (os._exit?)."
         else:
             out.message = "The process ended without reporting a result."
+    else:
+        _believe(out, report, exit_code, code, explain)
     return out
+
+
+def _believe(out: RunResult, report: dict[str, Any], exit_code: int | None, code: str, explain: bool) -> None:
+    """Take the report's claims into `out` if the process ended as the report says it would."""
+    try:
+        claim = read_claim(report, code, explain)
+    except (Malformed, TypeError, ValueError, AttributeError):
+        out.message = "The run wrote a malformed report on the sandbox's channel and was stopped."
+        return
+    expected = CRASH_EXIT if report.get("type") == "crash" else EXIT_CODES[claim.status]
+    if exit_code != expected:
+        said = claim.status + (f" ({claim.exception.type})" if claim.exception else "")
+        out.status = "error"
+        out.message = (
+            f"The run's report contradicts how its process ended: it claimed {said}, but the process "
+            f"exited with code {exit_code}, so the report was set aside."
+        )
+        return
+    out.status = claim.status  # type: ignore[assignment]
+    out.message = claim.message
+    out.exception = claim.exception
+    out.warnings = claim.warnings
+    out.explanation = claim.explanation

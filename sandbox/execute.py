@@ -10,6 +10,7 @@ Runs in: the runner, after it has dropped its privileges and its limits are set.
 from __future__ import annotations
 
 import builtins
+import errno
 import linecache
 import sys
 import traceback
@@ -31,6 +32,12 @@ _NO_CUDA = (
 # The allocators' own words; any other RuntimeError that mentions memory is the snippet's business.
 _ALLOCATOR_FAILED = ("DefaultCPUAllocator: can't allocate memory", "CUDA out of memory")
 MAX_TEXT = 16 * 1024
+REFUSED = (
+    " Operation not permitted: the sandbox refuses it (its syscall filter refuses namespaces,"
+    " mounts, keyrings, io_uring, userfaultfd, bpf, perf events, ptrace and sockets other than"
+    " Unix and IP; and the run has an unprivileged uid)."
+)
+"""Added to the message of a run whose snippet raised EPERM: most likely the sandbox said no."""
 
 
 def clean(text: str, limit: int = MAX_TEXT) -> str:
@@ -107,7 +114,10 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
     if any(s in message for s in _NO_CUDA):
         return "unavailable", NEEDS_CUDA.format(subject="This snippet")
     where = f" on line {exception['line']}" if exception and exception.get("line") else ""
-    return "error", f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."
+    said = f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."
+    if isinstance(exc, OSError) and exc.errno == errno.EPERM:
+        said += REFUSED
+    return "error", said
 
 
 def execute(code: str, *, explain: bool = False) -> dict[str, Any]:

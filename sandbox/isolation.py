@@ -4,7 +4,9 @@ Every step is best-effort: a host that refuses one (an unprivileged container, s
 others, and the names of the protections that took effect are reported with each run, so nobody
 believes in a wall that isn't there.
 
-Runs in: the runner (namespaces, mounts, rlimits, the uid drop) and the zygote (the pid namespace
+The runner's view of the disk is `sandbox.filesystem`'s; its syscall filter, `sandbox.seccomp`'s.
+
+Runs in: the runner (namespaces, rlimits, the uid drop) and the zygote (the pid namespace
 each runner is forked into); the server reads only `SAFE_ENV`, the environment it starts the
 zygote with.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -42,7 +45,11 @@ NAMESPACES = {
     "mount-namespace": CLONE_NEWNS,
     "ipc-namespace": CLONE_NEWIPC,
     "uts-namespace": CLONE_NEWUTS,
+    # Entered after joining the run's cgroup: /proc/self/cgroup then names no host path.
+    "cgroup-namespace": CLONE_NEWCGROUP,
 }
+HOSTNAME = b"sandbox"
+"""The host's name is the host's business: a run's uts namespace answers this instead."""
 
 # Environment a snippet sees: nothing of the server's (its secrets, its database URL).
 SAFE_ENV = {
@@ -86,6 +93,8 @@ def enter_namespaces() -> list[str]:
             active.append(name)
         except OSError:
             pass
+    if "uts-namespace" in active:
+        _libc.sethostname(HOSTNAME, len(HOSTNAME))
     if "mount-namespace" in active:
         try:  # keep our mounts from propagating back to the host
             mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -126,72 +135,6 @@ def enter_pid_namespace_for_children(fd: int) -> None:
     _check(_libc.setns(fd, CLONE_NEWPID), "setns")
 
 
-def _cover(path: str, keep: list[str], options: str) -> None:
-    """Mount an empty tmpfs over `path`, re-exposing read-only the `keep` paths below it.
-
-    The kept paths (the interpreter, torch, this package) may live anywhere, even in a checkout
-    under /tmp: they are opened before the cover goes on and bound back through those handles.
-    """
-    inside = [k for k in keep if k == path or k.startswith(path.rstrip("/") + "/")]
-    fds = []
-    for k in inside:
-        try:
-            fds.append((k, os.open(k, os.O_PATH)))
-        except OSError:
-            pass
-    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
-    for k, fd in fds:
-        os.makedirs(k, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", k, None, MS_BIND | MS_REC)
-        mount(None, k, None, MS_BIND | MS_REC | MS_RDONLY | MS_REMOUNT)
-        os.close(fd)
-
-
-# Where hosts keep Unix sockets (a database's, a broker's), state and logs. A network namespace
-# does not cover Unix sockets, which are files, and connecting to one works even on a read-only
-# mount: so these get an empty tmpfs each.
-SERVICE_DIRS = ("/run", "/var/run", "/var/lib", "/var/log", "/var/spool", "/var/mail", "/var/cache", "/var/backups")
-
-
-def private_filesystem(hide: list[str], keep: list[str], workdir: str, tmp_bytes: int) -> list[str]:
-    """In the runner (pid 1 of its namespace): fresh /proc, private tmp dirs, hidden secrets and
-    service sockets, and the rest of the tree read-only."""
-    done = []
-    try:
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
-        done.append("private-proc")
-    except OSError:
-        pass
-    for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(tmp) and not os.path.islink(tmp):
-            try:
-                _cover(tmp, keep, f"size={tmp_bytes},mode=1777")
-            except OSError:
-                continue
-    os.makedirs(workdir, exist_ok=True)
-    done.append("private-tmp")
-    covered = 0
-    for path in [*SERVICE_DIRS, *hide]:
-        try:
-            if os.path.islink(path):
-                continue  # /var/run -> /run: covered through its target
-            if os.path.isdir(path):
-                _cover(path, keep, "size=64k,mode=755")
-            elif os.path.exists(path):
-                mount("/dev/null", path, None, MS_BIND)
-            covered += 1
-        except OSError:
-            pass
-    if covered:
-        done.append("hidden-paths")
-    try:  # per-mount flag of this namespace's copy of "/": the host's stays writable
-        mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-        done.append("read-only-root")
-    except OSError:
-        pass
-    return done
-
-
 def drop_privileges(uid: int) -> bool:
     """Become an unprivileged uid with no groups; as a non-root user there is nothing to drop."""
     try:
@@ -206,11 +149,18 @@ def drop_privileges(uid: int) -> bool:
     return True
 
 
-def apply_rlimits(*, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None) -> None:
+def apply_rlimits(
+    *, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None, vm_bytes: int
+) -> None:
+    """Lower this process's limits (an unprivileged process may lower, never raise, them)."""
+
     def cap(which: int, value: int) -> None:
         _, hard = resource.getrlimit(which)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value if which != resource.RLIMIT_CPU else value + 1))
+        # CPU: SIGXCPU at the soft limit (reported as a CPU timeout), SIGKILL a second later.
+        want = value + 1 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:  # never above the hard limit: only root may raise it
+            value, want = min(value, hard), min(want, hard)
+        resource.setrlimit(which, (value, want))
 
     cap(resource.RLIMIT_CPU, cpu_s)
     cap(resource.RLIMIT_FSIZE, file_bytes)
@@ -219,7 +169,7 @@ def apply_rlimits(*, cpu_s: int, file_bytes: int, open_files: int, processes: in
     cap(resource.RLIMIT_CORE, 0)
     if memory_bytes is not None:
         # The forked image already maps torch; the cap is what the snippet may add on top of it.
-        cap(resource.RLIMIT_AS, current_vm_bytes() + memory_bytes)
+        cap(resource.RLIMIT_AS, vm_bytes + memory_bytes)
 
 
 def current_vm_bytes() -> int:

@@ -20,10 +20,15 @@ class Limits:
     """Captured stdout and stderr, each; the rest is dropped and the run ends with `output_limit`."""
     file_bytes: int = 16 * 1024 * 1024
     """Largest file the snippet may write (RLIMIT_FSIZE)."""
-    processes: int = 32
-    """Processes and threads the run may hold at once (cgroup pids.max, else RLIMIT_NPROC)."""
+    processes: int = 16
+    """Processes and threads the run may hold at once (cgroup pids.max, else RLIMIT_NPROC). The
+    runner is one; torch's thread pools are held at one thread (OMP_NUM_THREADS=1, and the runner
+    sets torch.set_num_threads(1)), so a snippet has room for a few processes or threads of its own."""
     open_files: int = 64
     """File descriptors (RLIMIT_NOFILE)."""
+    cpu_cores: float = 1.0
+    """CPU the whole run may use at once, in cores (cgroup cpu.max, v1 cpu.cfs_quota_us): however
+    many processes a snippet forks, together they get this much, and other runs the rest."""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,7 +10,7 @@ Runs in: the server (the web server's or the CLI's process); it starts the zygot
 from __future__ import annotations
 
 import collections
-import json
+import importlib.util
 import logging
 import os
 import queue
@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import wire
+from sandbox import ending, wire
+from sandbox.cgroup import RunCgroup
 from sandbox.collect import RunnerGone, Slot, collect
 from sandbox.isolation import SAFE_ENV
 from sandbox.limits import Limits
@@ -33,9 +34,10 @@ _NEVER_HIDE = {"/", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", 
 
 # Every protection a fully privileged Linux host gives a run; what is missing is said at start.
 ALL_PROTECTIONS = (
-    "net-namespace", "pid-namespace", "mount-namespace", "ipc-namespace", "private-proc",
-    "private-tmp", "hidden-paths", "read-only-root", "unprivileged-uid", "cgroup-memory",
-    "cgroup-pids", "rlimits",
+    "net-namespace", "pid-namespace", "mount-namespace", "ipc-namespace", "uts-namespace",
+    "cgroup-namespace", "private-proc", "private-tmp", "allow-listed-filesystem", "minimal-dev",
+    "hidden-paths", "read-only-root", "unprivileged-uid", "syscall-filter", "cgroup-memory",
+    "cgroup-pids", "cpu-cap", "rlimits",
 )  # fmt: skip
 SPARE_RUNNERS = 1
 log = logging.getLogger("ampquiz.sandbox")
@@ -77,8 +79,26 @@ def default_hidden_paths() -> list[str]:
     return [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
 
 
+def allowed_paths() -> list[str]:
+    """What a runner's root holds besides system folders: the interpreter, the folders packages
+    are imported from (torch, NumPy and their dependencies) and this package's own folder."""
+    keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    keep |= {p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
+    keep.add(os.path.join(_PACKAGE_ROOT, "sandbox"))
+    for name in ("torch", "numpy"):  # found without importing them: the server stays light
+        spec = importlib.util.find_spec(name)
+        keep |= set(spec.submodule_search_locations or []) if spec else set()
+    return sorted(str(Path(p).resolve()) for p in keep if Path(p).is_dir())
+
+
 class Sandbox:
-    """A pool of isolated, pre-forked torch processes. Thread-safe; use as a context manager."""
+    """A pool of isolated, pre-forked torch processes. Thread-safe; use as a context manager.
+
+    `hide`: paths no snippet may see. A runner's root holds only what `allowed_paths` and the
+    system folders name, so every other path is hidden already; `hide` still covers a path inside
+    those (a secret under the interpreter's prefix, say), and is what hides anything at all on a
+    host where the root cannot be built (the deny-list fallback of `sandbox.filesystem`).
+    """
 
     def __init__(
         self,
@@ -91,11 +111,9 @@ class Sandbox:
         self.workers = workers
         self.start_timeout_s = start_timeout_s
         hidden = [*default_hidden_paths(), *(hide or [])]
-        keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.join(_PACKAGE_ROOT, "sandbox")}
-        keep |= {str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir() and "site-packages" in p}
         self._config = {
             "hide": sorted({str(Path(p).resolve()) for p in hidden if str(Path(p).resolve()) not in _NEVER_HIDE}),
-            "keep": sorted(keep),
+            "keep": allowed_paths(),
             "tmp_bytes": 64 * 1024 * 1024,
             "uid_base": 200000,
             "allow_cuda": allow_cuda,
@@ -148,17 +166,21 @@ class Sandbox:
 
     def _start_zygote(self) -> None:
         parent_end, child_end = socket.socketpair()
+        # The configuration goes on the socket, not the command line: every runner inherits the
+        # zygote's command line, and a snippet reads it as /proc/1/cmdline. The package is found
+        # from the working folder (`-m` puts it on sys.path), so no path rides in the environment.
         self._zygote = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno()), json.dumps(self._config)],
+            [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())],
             pass_fds=[child_end.fileno()],
-            env=dict(SAFE_ENV, PYTHONPATH=_PACKAGE_ROOT),
-            cwd="/",
+            env=dict(SAFE_ENV),
+            cwd=_PACKAGE_ROOT,
             stdin=subprocess.DEVNULL,
         )
         child_end.close()
         self._control = parent_end
         parent_end.settimeout(self.start_timeout_s)
         try:
+            wire.send(parent_end, self._config)
             hello = wire.recv(parent_end)
         except OSError:
             hello = None
@@ -169,6 +191,8 @@ class Sandbox:
         self.environment = hello["environment"]
         self.cgroups = hello["cgroups"]
         self.huge_page_bytes = int(hello.get("huge_page_bytes", 0))
+        if hello.get("syscall_filter", "ok") != "ok":
+            log.warning("sandbox: %s", hello["syscall_filter"])
 
     def missing_protections(self) -> list[str]:
         """Protections this host refused (e.g. namespaces in an unprivileged container)."""
@@ -263,6 +287,8 @@ class Sandbox:
             self._wait_until_ready(slot)
         except (OSError, ValueError, SandboxError) as exc:
             slot.close()
+            if self._closing.is_set():
+                return  # the pool is closing: its zygote took the runner with it
             with self._ready_lock:
                 self._failed_in_a_row += 1
                 failures = self._failed_in_a_row
@@ -288,14 +314,14 @@ class Sandbox:
     def _fork_slot(self) -> Slot:
         assert self._control is not None
         wire.send(self._control, {"type": "spawn"})
-        reply, fds = wire.recv_with_fds(self._control, 3)
+        reply, fds = wire.recv_with_fds(self._control, 4)
         if reply is None:
             raise SandboxError("the sandbox zygote stopped answering")
-        if len(fds) != 3:
+        if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             raise SandboxError(f"the sandbox zygote could not fork: {reply.get('message', reply)}")
-        return Slot(reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2])
+        return Slot(reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2], socket.socket(fileno=fds[3]))
 
     def _wait_until_ready(self, slot: Slot) -> None:
         """Until the runner is prepared, so a run never waits for set-up."""
@@ -311,6 +337,11 @@ class Sandbox:
                 slot.environment = msg["environment"]
                 break
         slot.sock.settimeout(None)
+        slot.watch = ending.watch(slot.pid)
+        if slot.cgroup:  # the default caps, now, so that a run with default limits writes none
+            cgroup = RunCgroup.from_paths(slot.cgroup)
+            slot.base_memory = cgroup.usage_bytes()
+            slot.set_caps(Limits())
 
     # ---- running ---------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 Runs in: the runner (a fork of the zygote: the zygote imports this module, but its code runs
 only in the child, from `Zygote.spawn`). The runner joins its cgroup, enters its namespaces and
-private filesystem, warms up torch (first-op costs paid before any code arrives) and says it is
-ready; when the pool sends code it drops to an unprivileged uid, applies rlimits and runs the
-snippet once with `sandbox.execute`, reports, then exits. It never returns into the zygote's loop.
+its allow-listed root, warms up torch (first-op costs paid before any code arrives), drops to an
+unprivileged uid, closes every other descriptor, loads its syscall filter and says it is ready;
+when the pool sends code it lowers its rlimits and runs the snippet once with `sandbox.execute`,
+reports, then exits with the code of the status it reported (`sandbox.ending`). It never returns
+into the zygote's loop.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import isolation, wire
-from sandbox.cgroup import CgroupFactory, RunCgroup
+from sandbox import filesystem, isolation, seccomp, wire
+from sandbox.cgroup import CgroupFactory
+from sandbox.ending import CRASH_EXIT, EXIT_CODES
 
 WORKDIR = "/tmp/run"
 """The runner's private working folder (a tmpfs where it has a mount namespace)."""
@@ -109,83 +112,99 @@ def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
         pass
 
 
+def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory) -> dict[str, Any]:
+    """Everything but the snippet, before any code arrives: off the learner's clock, and done
+    while nothing untrusted has run yet. Returns the environment the runner reports as ready."""
+    os.setsid()
+    # Dies with the zygote (and so with the server): set again after the uid changes below.
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
+    if config["pid_namespace"]:
+        protections.append("pid-namespace")
+    cg = cgroups.create(config["cgroup_name"]) if cgroups.available else None
+    cgroup_dirs = None
+    if cg is not None:
+        try:
+            cg.add(os.getpid())  # read in our own pid namespace: this process
+            protections += cg.features
+            cgroup_dirs = {k: str(v) for k, v in cg.dirs.items()}
+        except OSError:
+            pass  # a cgroup we may not join: the run goes on without its caps, and says so
+    # The pool writes the caps (it is root, and this process will not be by the time code comes).
+    wire.send(sock, {"type": "hello", "cgroup": cgroup_dirs})
+    protections += isolation.enter_namespaces()
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout.reconfigure(line_buffering=True)
+    uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
+    if "mount-namespace" in protections:
+        try:
+            protections += filesystem.allow_listed_root(
+                config["keep"], config["hide"], uid=uid, tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]
+            )
+        except OSError:  # no new root here: the host's tree, read-only, with a deny-list covered
+            protections += filesystem.deny_listed(config["hide"], config["keep"], config["tmp_bytes"])
+    os.makedirs(WORKDIR, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(WORKDIR, uid, uid)
+    env = describe_environment(config["cuda"])
+    device_name = _warm_up_runner(config["cuda"])
+    if device_name:
+        env["device_name"] = device_name
+    if isolation.drop_privileges(uid):
+        protections.append("unprivileged-uid")
+    # Changing uid clears the parent-death signal: set it again, so a runner never outlives
+    # the zygote (and so the server), whatever the snippet does.
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.chdir(WORKDIR)
+    os.environ.clear()
+    os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
+    isolation.close_fds({sock.fileno()})
+    # Last: none of the steps above is allowed once it is in, and nothing after needs them.
+    if seccomp.PROGRAM is not None:
+        seccomp.install(seccomp.PROGRAM)
+        protections.append("syscall-filter")
+    protections.append("rlimits")  # applied when the code arrives: the limits come with it
+    env["protections"] = protections
+    return env
+
+
 def run_runner(
     config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory
 ) -> None:
-    """Body of the runner process; never returns."""
+    """Body of the runner process; never returns. Its exit code follows `sandbox.ending`."""
+    code = CRASH_EXIT
     try:
-        os.setsid()
-        # Dies with the zygote (and so with the server): set again after the uid changes below.
-        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
-        if config["pid_namespace"]:
-            protections.append("pid-namespace")
-        cg = cgroups.create(config["cgroup_name"]) if cgroups.available else None
-        if cg is not None:
-            try:
-                cg.add(os.getpid())  # read in our own pid namespace: this process
-                protections += cg.features
-                config = {**config, "cgroup": {k: str(v) for k, v in cg.dirs.items()}}
-            except OSError:
-                pass  # a cgroup we may not join: the run goes on without its caps, and says so
-        wire.send(sock, {"type": "hello", "cgroup": config.get("cgroup")})
-        protections += isolation.enter_namespaces()
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        devnull = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        sys.stdout.reconfigure(line_buffering=True)
-        if "mount-namespace" in protections:
-            protections = protections + isolation.private_filesystem(
-                config["hide"], config["keep"], WORKDIR, config["tmp_bytes"]
-            )
-        else:
-            os.makedirs(WORKDIR, exist_ok=True)
-        uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
-        if os.geteuid() == 0:
-            os.chown(WORKDIR, uid, uid)
-        env = describe_environment(config["cuda"])
-        device_name = _warm_up_runner(config["cuda"])
-        if device_name:
-            env["device_name"] = device_name
-        # Applied when the code arrives (limits come with it), before any of it runs.
-        protections += ["rlimits"] + (["unprivileged-uid"] if os.geteuid() == 0 else [])
-        env["protections"] = protections
+        env = _prepare(config, sock, out_w, err_w, cgroups)
+        vm_bytes = isolation.current_vm_bytes()
         wire.send(sock, {"type": "ready", "environment": env})
         request = wire.recv(sock)
         if request is None:
             os._exit(0)
         limits = request["limits"]
-        cgroup = config.get("cgroup")
-        if cgroup:
-            RunCgroup.from_paths(cgroup).set_limits(limits["memory_bytes"], limits["processes"])
         isolation.apply_rlimits(
             cpu_s=limits["cpu_s"],
             file_bytes=limits["file_bytes"],
             open_files=limits["open_files"],
             # NPROC counts every process of the uid: meaningful only for our private per-run uid.
-            processes=limits["processes"] if os.geteuid() == 0 else 1 << 20,
+            processes=limits["processes"] if "unprivileged-uid" in env["protections"] else 1 << 20,
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
+            vm_bytes=vm_bytes,
         )
-        isolation.drop_privileges(uid)
-        # Changing uid clears the parent-death signal: set it again, so a runner never outlives
-        # the zygote (and so the server), whatever the snippet does.
-        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.chdir(WORKDIR)
-        os.environ.clear()
-        os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
-        isolation.close_fds({sock.fileno()})
         from sandbox.execute import execute
 
         started = time.perf_counter()
         outcome = execute(request["code"], explain=request.get("explain", False))
         outcome["duration_ms"] = (time.perf_counter() - started) * 1000
-        outcome["environment"] = env
         outcome["type"] = "result"
+        code = EXIT_CODES.get(outcome["status"], CRASH_EXIT)
         wire.send(sock, outcome)
     except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
+        code = CRASH_EXIT
         _report_crash(sock, "runner", exc)
     finally:
-        os._exit(0)
+        os._exit(code)

@@ -1,15 +1,17 @@
 """The zygote: one process that imports torch once, then forks a fresh, isolated process per run.
 
-Started by `sandbox.pool.Sandbox` as `python -m sandbox.zygote FD CONFIG_JSON`, FD being its
-control socket. It never runs a tensor op nor touches CUDA, so every fork starts clean (a child of a
+Started by `sandbox.pool.Sandbox` as `python -m sandbox.zygote FD`, FD being its control socket;
+its configuration comes as the first message there, never on its command line (which every runner
+inherits, and a snippet can read as /proc/1/cmdline: it names paths the runner must not see). It never runs a tensor op nor touches CUDA, so every fork starts clean (a child of a
 process that initialised CUDA could not use it). For each `spawn` request it forks a *runner*:
 
     zygote ── runner (pid 1 of a new pid namespace; new net, mount, ipc, uts namespaces; its cgroup)
 
-The runner (`sandbox.runner`) prepares its private filesystem and waits; when the pool sends code
-it drops to an unprivileged uid, applies rlimits and runs the snippet once, then exits. The zygote
-reaps it and reports how it ended (a signal, `os._exit`), which the runner cannot report itself.
-When the runner dies, the kernel kills everything left in its pid namespace.
+The runner (`sandbox.runner`) prepares itself and waits; when the pool sends code it runs the
+snippet once, then exits. The zygote reaps it and reports how it ended (a signal, an exit code,
+its CPU time) on a socket of its own per runner, which the runner never holds: the one account of
+a run its snippet cannot write (`sandbox.ending`). When the runner dies, the kernel kills
+everything left in its pid namespace.
 
 The runner is forked straight into its pid namespace (the zygote unshares one for its next child,
 then returns to its own), not through an intermediate process: on a 2-core host a second fork and
@@ -21,7 +23,6 @@ Runs in: the zygote (started as `python -m sandbox.zygote`).
 from __future__ import annotations
 
 import gc
-import json
 import os
 import selectors
 import signal
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox import isolation, runner, wire
+from sandbox import isolation, runner, seccomp, wire
 from sandbox.cgroup import CgroupFactory
 
 
@@ -109,8 +110,11 @@ class Zygote:
         self.config = config
         self.cgroups = cgroups
         self.spawned = 0
+        self.uid_offset = int.from_bytes(os.urandom(2)) % 50000
+        """Where this zygote starts in the uid range: a restarted pool, or a second one on the host,
+        does not hand its runs the uids an earlier run just had."""
         self.live: dict[int, socket.socket] = {}
-        """Runner pid -> the zygote's copy of its report socket, for the exit message."""
+        """Runner pid -> the zygote's end of its status socket, for the exit message."""
         self.own_pid_ns = isolation.open_own_pid_namespace()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # SIGCHLD only wakes the loop (a byte on this pipe); reaping happens in the loop, never
@@ -163,13 +167,14 @@ class Zygote:
 
     def spawn(self) -> None:
         parent_end, child_end = socket.socketpair()
+        status_pool, status_zygote = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         self.spawned += 1
         config = {
             **self.config,
             # A uid of its own per run: its process cap counts only its own processes; it owns nothing.
-            "uid": self.config["uid_base"] + self.spawned % 50000,
+            "uid": self.config["uid_base"] + (self.uid_offset + self.spawned) % 50000,
             "cgroup_name": f"ampquiz-run-{os.getpid()}-{self.spawned}-{os.urandom(4).hex()}",
             "pid_namespace": self.own_pid_ns is not None and isolation.new_pid_namespace_for_next_child(),
         }
@@ -179,18 +184,21 @@ class Zygote:
             self._back_to_own_pid_namespace(config)
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            parent_end.close()
-            child_end.close()
+            for sock in (parent_end, child_end, status_pool, status_zygote):
+                sock.close()
             raise
         if pid == 0:
-            self._close_in_child(parent_end, out_r, err_r)
+            self._close_in_child(out_r, err_r, parent_end, status_pool, status_zygote)
             runner.run_runner(config, child_end, out_w, err_w, self.cgroups)
         self._back_to_own_pid_namespace(config)
-        self.live[pid] = child_end
+        self.live[pid] = status_zygote
+        child_end.close()
         os.close(out_w)
         os.close(err_w)
-        wire.send(self.control, {"type": "spawned", "pid": pid}, fds=[parent_end.fileno(), out_r, err_r])
-        parent_end.close()
+        fds = [parent_end.fileno(), out_r, err_r, status_pool.fileno()]
+        wire.send(self.control, {"type": "spawned", "pid": pid}, fds=fds)
+        for sock in (parent_end, status_pool):
+            sock.close()
         os.close(out_r)
         os.close(err_r)
 
@@ -204,17 +212,20 @@ class Zygote:
             except OSError:
                 os._exit(70)
 
-    def _close_in_child(self, parent_end: socket.socket, out_r: int, err_r: int) -> None:
+    def _close_in_child(self, out_r: int, err_r: int, *socks: socket.socket) -> None:
         signal.set_wakeup_fd(-1)
         for fd in (self.wake_r, self.wake_w, out_r, err_r, *([self.own_pid_ns] if self.own_pid_ns is not None else [])):
             os.close(fd)
-        for sock in (self.control, parent_end, *self.live.values()):
+        for sock in (self.control, *socks, *self.live.values()):
             sock.close()
 
 
 def main() -> None:
+    os.chdir("/")  # started in the package's folder, so `-m sandbox.zygote` finds it; holds nothing
     control = socket.socket(fileno=int(sys.argv[1]))
-    config = json.loads(sys.argv[2])
+    config = wire.recv(control)
+    if config is None:
+        return
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # ask NVML, not the CUDA runtime: keep forks clean
     import warnings
 
@@ -224,6 +235,7 @@ def main() -> None:
     import torch
 
     runner.remember_zygote_seed()  # before any fork: each runner reseeds as a fresh process would
+    seccomp.prepare()  # compiled once; each runner only loads it
     # Every object so far (torch's ~280k) moves out of the collector's reach. Otherwise the first
     # full collection in a runner writes to each of them, copying the zygote's whole heap page by
     # page: about 170 ms of CPU in that run instead of 0.5 ms.
@@ -244,6 +256,7 @@ def main() -> None:
             "environment": runner.describe_environment(config["cuda"]),
             "cgroups": cgroups.available,
             "huge_page_bytes": huge_page_bytes,
+            "syscall_filter": seccomp.PROBLEM or "ok",
         },
     )
     zygote.serve()

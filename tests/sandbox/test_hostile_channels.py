@@ -20,7 +20,7 @@ import pytest
 from sandbox import Limits, Sandbox
 from sandbox.collect import Slot, collect
 from tests.support.pool import assert_still_works
-from tests.support.processes import eventually_empty, processes_of_run_uids
+from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,15 +182,20 @@ def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
             from sandbox import Sandbox, Limits
             with Sandbox(workers=1) as sb:
                 print("ready", flush=True)
-                sb.run("import time\\nwhile True:\\n    time.sleep(1)", limits=Limits(wall_s=300))
+                print(sb._zygote.pid, flush=True)
+                sb.run("import os, time\\nif os.fork() == 0:\\n    os.execv('/bin/sleep', ['sleep', '876123'])\\n"
+                       "while True:\\n    time.sleep(1)", limits=Limits(wall_s=300))
         """)],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )
     assert server.stdout.readline() == "ready\n"
+    zygote = int(server.stdout.readline())
     deadline = time.monotonic() + 20
-    while not processes_of_run_uids() and time.monotonic() < deadline:
+    while not processes_with_argument("876123") and time.monotonic() < deadline:
         time.sleep(0.05)  # until the snippet sleeps in its runner, as the run's own uid
-    assert processes_of_run_uids(), "the run should be in flight"
+    assert processes_with_argument("876123"), "the run should be in flight"
+    assert processes_of_runs(zygote)
     server.kill()
     server.wait()
-    assert eventually_empty(processes_of_run_uids) == []
+    assert eventually_empty(lambda: processes_of_runs(zygote)) == []
+    assert eventually_empty(lambda: processes_with_argument("876123")) == []

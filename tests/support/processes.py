@@ -1,9 +1,18 @@
-"""Looking at the host's processes from outside the sandbox: what a run may have left behind."""
+"""Looking at the host's processes from outside the sandbox: what a run may have left behind.
+
+A prepared runner drops to its run's uid while it waits for code, so a live pool always has a few
+processes of run uids: its runners, each pid 1 of its own pid namespace. What a finished run may
+leave behind is anything else: `processes_of_runs(zygote, runners=False)`. Another pool on the
+host (a second test run, say) is told apart by the cgroup its runners made, which names its zygote
+(`ampquiz-run-<zygote pid>-...`).
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+RUN_UID_BASE = 200000
 
 
 def eventually_empty(probe, seconds: float = 10.0) -> list:
@@ -14,15 +23,45 @@ def eventually_empty(probe, seconds: float = 10.0) -> list:
     return found
 
 
-def processes_of_run_uids() -> list[int]:
-    """Host pids still running as a sandbox run's uid (200000 and up)."""
+def _status(entry: Path) -> dict[str, str]:
+    lines = (entry / "status").read_text().splitlines()
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+def processes_of_runs(zygote: int | None = None, *, runners: bool = True) -> list[int]:
+    """Host pids running as a sandbox run's uid (200000 and up); of one pool's zygote only when
+    `zygote` is given; without the runners themselves (pid 1 of their namespace) when `runners`
+    is False."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                uid_line = next(l for l in (entry / "status").read_text().splitlines() if l.startswith("Uid:"))
-            except (OSError, StopIteration):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = _status(entry)
+            if int(status["Uid"].split()[0]) < RUN_UID_BASE:
                 continue
-            if int(uid_line.split()[1]) >= 200000:
+            if zygote is not None and f"/ampquiz-run-{zygote}-" not in (entry / "cgroup").read_text():
+                continue
+            if not runners and status.get("NSpid", "").split()[-1:] == ["1"]:
+                continue
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+        found.append(int(entry.name))
+    return found
+
+
+def processes_of_run_uids() -> list[int]:
+    """Host pids running as a sandbox run's uid, any pool's, prepared runners included."""
+    return processes_of_runs()
+
+
+def processes_with_argument(marker: str) -> list[int]:
+    """Host pids whose command line has `marker` (a snippet's `sleep 987654`, say)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
                 found.append(int(entry.name))
+        except OSError:
+            pass
     return found

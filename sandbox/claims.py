@@ -1,0 +1,206 @@
+"""What a runner's report claims, checked in the pool before anything else sees it.
+
+The report comes from the snippet's own process (see `sandbox.ending`): every field is bounded
+and shape-checked here, the fields a learner's page renders most of all. Bounds are those of an
+honest report (`sandbox.execute`, `sandbox.explain`; a test holds them together), so no honest
+report is ever cut, and a forged one costs the web at most what the largest honest one does.
+What cannot be checked is still only a claim; `sandbox.collect` decides the status from how the
+process ended.
+
+Runs in: the server. It imports neither torch nor `sandbox.explain` (the web must stay light).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.ending import CLAIMABLE
+from sandbox.result import ExceptionInfo, WarningInfo
+
+# An honest report's bounds (sandbox.execute: MAX_TEXT plus its "… [N more characters]" marker,
+# MAX_WARNINGS; sandbox.explain: MAX_REPORT_BYTES, max_ops, MAX_EVENTS, MAX_HAZARDS, MAX_SENTENCES).
+MAX_TEXT = 16 * 1024 + 64
+MAX_WARNINGS = 50
+MAX_WARNING_TEXT = 2048
+EXPLANATION_BYTES = 48_000
+MAX_OPS, MAX_SCALER_EVENTS, MAX_HAZARDS, MAX_SENTENCES = 200, 100, 50, 4
+_SHORT, _LONG = 300, 2000
+
+DROPPED_EXPLANATION = "The run's explanation was malformed or too large, so it was dropped."
+
+
+class Malformed(ValueError):
+    """The report is not one an honest runner writes."""
+
+
+@dataclass
+class Claim:
+    status: str
+    message: str = ""
+    exception: ExceptionInfo | None = None
+    warnings: list[WarningInfo] = field(default_factory=list)
+    explanation: dict[str, Any] | None = None
+
+
+def _text(value: Any, limit: int) -> str:
+    if not isinstance(value, str):
+        raise Malformed("a text field is not text")
+    return value[:limit]
+
+
+def _line(value: Any, lines: int) -> int | None:
+    """A snippet line, or None: a number outside the snippet is no line of it."""
+    return value if type(value) is int and 1 <= value <= lines + 1 else None
+
+
+def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
+    """The report's fields, bounded; raises `Malformed` for a report no honest runner writes."""
+    if report.get("type") == "crash":
+        return Claim("killed", _text(report.get("message", ""), 4096))
+    status = report.get("status")
+    if status not in CLAIMABLE:
+        raise Malformed(f"a report may not claim the status {str(status)[:40]!r}")
+    lines = code.splitlines()
+    exception = None
+    exc = report.get("exception")
+    if isinstance(exc, dict) and status != "ok":
+        line = _line(exc.get("line"), len(lines))
+        exception = ExceptionInfo(
+            type=_text(exc.get("type"), 200) or "Exception",
+            message=_text(exc.get("message", ""), MAX_TEXT),
+            traceback=_text(exc.get("traceback", ""), MAX_TEXT),
+            line=line,
+            # The pool has the code: the line's text is read from it, not taken from the report.
+            source_line=lines[line - 1].strip() if line and line <= len(lines) else None,
+        )
+    elif exc is not None and not isinstance(exc, dict):
+        raise Malformed("the exception is not an object")
+    warnings = report.get("warnings") or []
+    if not isinstance(warnings, list) or len(warnings) > MAX_WARNINGS:
+        raise Malformed("too many warnings, or not a list")
+    return Claim(
+        status=status,
+        message=_text(report.get("message", ""), 4096),
+        exception=exception,
+        warnings=[
+            WarningInfo(
+                _text(w.get("category"), 200),
+                _text(w.get("message"), MAX_WARNING_TEXT + 64),
+                _line(w.get("line"), len(lines)),
+            )
+            for w in warnings
+            if isinstance(w, dict)
+        ],
+        explanation=checked_explanation(report.get("explanation")) if explain else None,
+    )
+
+
+# ---- the explanation: its declared shape (sandbox/explain/report.py), with bounds ------------
+
+Check = Callable[[Any], bool]
+
+
+def _str(limit: int) -> Check:
+    return lambda v: isinstance(v, str) and len(v) <= limit
+
+
+def _opt(check: Check) -> Check:
+    return lambda v: v is None or check(v)
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v < 1 << 53
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float) or v in ("inf", "-inf", "nan")
+
+
+def _flag(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _list(check: Check, most: int) -> Check:
+    return lambda v: isinstance(v, list) and len(v) <= most and all(check(x) for x in v)
+
+
+def _record(required: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+    optional = optional or {}
+
+    def check(v: Any) -> bool:
+        if not isinstance(v, dict) or not required.keys() <= v.keys():
+            return False
+        return all((required.get(k) or optional.get(k) or (lambda _: False))(x) for k, x in v.items())
+
+    return check
+
+
+def _one_of(*values: str) -> Check:
+    return lambda v: v in values
+
+
+_LINE = _opt(_count)
+_TENSOR = _record({"dtype": _str(64), "shape": _list(_count, 64), "device": _opt(_str(64))})
+_OP = _record(
+    {
+        "name": _str(_SHORT), "line": _LINE, "count": _count, "inputs": _list(_TENSOR, 6),
+        "output": _opt(_TENSOR), "autocast": _opt(_record({"device_type": _str(64), "dtype": _str(64)})),
+        "casts": _list(_record({"from": _str(64), "to": _str(64), "shape": _list(_count, 64)}), 4),
+        "reason": _str(_LONG),
+    },
+    {"inputs_total": _count, "casts_total": _count, "error": _str(_SHORT)},
+)  # fmt: skip
+_SCALER_EVENT = _record(
+    {"event": _one_of("scale", "unscale_", "inf_check", "step", "update", "misuse", "error"), "line": _LINE, "count": _count},
+    {
+        "enabled": _flag, "scale": _opt(_number), "explicit": _flag, "found_inf": _flag, "taken": _flag,
+        "old_scale": _opt(_number), "new_scale": _opt(_number), "call": _str(64), "error": _str(_SHORT),
+        "change": _one_of("unchanged", "halved", "doubled", "lowered", "raised"), "message": _str(_LONG),
+    },
+)  # fmt: skip
+_HAZARD = _record(
+    {
+        "kind": _one_of("overflow", "underflow", "absorption"), "line": _LINE, "op": _str(_SHORT),
+        "aten": _str(_SHORT), "dtype": _str(64), "count": _count, "message": _str(_LONG),
+    }
+)  # fmt: skip
+_ERROR = _record(
+    {"type": _str(200), "message": _str(_SHORT), "line": _LINE, "explanation": _opt(_str(_LONG)), "source": _opt(_str(_SHORT))}
+)
+_REPORT = _record(
+    {"summary": _list(_str(4096), MAX_SENTENCES), "ops": _list(_OP, MAX_OPS),
+     "scaler": _list(_SCALER_EVENT, MAX_SCALER_EVENTS), "hazards": _list(_HAZARD, MAX_HAZARDS)},
+    {
+        "ops_truncated": _flag, "ops_total": _count, "calls_total": _count, "scaler_truncated": _flag,
+        "hazards_truncated": _flag, "error": _opt(_ERROR), "explainer_errors": _list(_str(_LONG), 3),
+    },
+)  # fmt: skip
+
+
+def _json_size(value: Any, budget: int) -> int:
+    """At most JSON's length of `value` (non-ASCII text counted once), stopping past `budget`."""
+    size, stack = 0, [value]
+    while stack and size <= budget:
+        v = stack.pop()
+        if isinstance(v, str):
+            size += len(v) + 2
+        elif isinstance(v, dict):
+            size += 2 + 4 * len(v)
+            for k, x in v.items():
+                size += len(k)
+                stack.append(x)
+        elif isinstance(v, list):
+            size += 2 + 2 * len(v)
+            stack.extend(v)
+        else:
+            size += 5
+    return size
+
+
+def checked_explanation(value: Any) -> dict[str, Any]:
+    """The explanation if it has an honest one's shape and size, else a one-sentence stand-in."""
+    if isinstance(value, dict) and _json_size(value, EXPLANATION_BYTES) <= EXPLANATION_BYTES and _REPORT(value):
+        return value
+    return {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}

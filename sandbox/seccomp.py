@@ -1,0 +1,202 @@
+"""A syscall filter for every runner: kernel surface no snippet needs, refused with EPERM.
+
+The filter allows by default (torch and Python use a wide, version-dependent set of calls) and
+refuses what an attacker wants and a snippet never needs:
+
+- new namespaces (user namespaces above all: they hand a process every capability inside them):
+  `unshare` and `clone` with any CLONE_NEW* flag, `setns`; `clone3` fails with ENOSYS, because its
+  flags sit in memory a filter cannot read, and libc then falls back to `clone` (threads, fork,
+  subprocess keep working);
+- every mount-family call (so no FUSE mount a snippet serves itself), `chroot`;
+- kernel keyrings (they outlive the process and were read by later runs), io_uring, userfaultfd,
+  bpf, perf events, ptrace and the calls like it, module and kexec calls, the kernel log;
+- sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg).
+
+It is compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no compiled
+dependency) and exported as a BPF program; a runner loads that program with one seccomp(2) call,
+at the end of its preparation, so a run pays nothing for it. Where libseccomp is missing the runs
+go on without the filter, and the protections list says so (no "syscall-filter").
+
+Runs in: the zygote (`compile_filter`, once) and the runner (`install`, before it says ready).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+
+# libseccomp's actions and attributes (seccomp.h).
+_ACT_ALLOW = 0x7FFF0000
+
+
+def _act_errno(err: int) -> int:
+    return 0x00050000 | (err & 0xFFFF)
+
+
+_ATTR_ACT_BADARCH = 2
+_ATTR_CTL_OPTIMIZE = 8
+_CMP_EQ = 4
+_CMP_GE = 5
+_CMP_MASKED_EQ = 7
+
+_CLONE_NEW = {
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+}
+_CLONE_NEWTIME = 0x00000080  # unshare only: in clone()'s flags these bits are the exit signal
+
+REFUSED = (
+    "setns",
+    # mounts, old and new API
+    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
+    "fsmount", "fspick", "mount_setattr",
+    # kernel keyrings
+    "add_key", "request_key", "keyctl",
+    # io_uring, userfaultfd, bpf, perf events
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "bpf", "perf_event_open",
+    # other processes' memory and descriptors
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
+    # the kernel itself
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "syslog",
+    "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "lookup_dcookie",
+    "open_by_handle_at", "fanotify_init",
+)  # fmt: skip
+"""Refused with EPERM whatever their arguments."""
+
+ALLOWED_SOCKET_FAMILIES = (1, 2, 10)
+"""AF_UNIX, AF_INET, AF_INET6: the network namespace leaves only loopback to them anyway."""
+
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_TSYNC = 1
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+
+PROGRAM: bytes | None = None
+"""The compiled filter, set in the zygote by `prepare`; every runner forked after inherits it."""
+_LOADABLE: tuple[ctypes.Array, ctypes.Structure] | None = None
+"""PROGRAM as the kernel takes it (a buffer and the sock_fprog pointing at it), built once too."""
+_libc = ctypes.CDLL(None, use_errno=True)
+PROBLEM = ""
+"""Why there is no filter, when there is none."""
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("a", ctypes.c_uint64), ("b", ctypes.c_uint64)]
+
+
+def _load_library() -> ctypes.CDLL:
+    lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)
+    ]  # fmt: skip
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def compile_filter() -> bytes:
+    """The filter as a BPF program (struct sock_filter[]) for this machine's architecture.
+
+    Syscalls of another ABI (32-bit `int 0x80`, x32) fail with EPERM: the filter names only the
+    native one, so a snippet cannot reach a refused call through a different syscall table.
+    """
+    lib = _load_library()
+    ctx = lib.seccomp_init(_ACT_ALLOW)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+    try:
+        lib.seccomp_attr_set(ctx, _ATTR_ACT_BADARCH, _act_errno(errno.EPERM))
+        lib.seccomp_attr_set(ctx, _ATTR_CTL_OPTIMIZE, 2)  # a binary tree: torch makes many calls
+
+        def rule(name: str, action: int, *cmps: tuple[int, int, int, int]) -> None:
+            nr = lib.seccomp_syscall_resolve_name(name.encode())
+            if nr < 0:
+                return  # unknown to this libseccomp: then also too new for most kernels
+            array = (_ArgCmp * max(1, len(cmps)))(*[_ArgCmp(*c) for c in cmps])
+            rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array)
+            if rc < 0:
+                raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
+
+        eperm = _act_errno(errno.EPERM)
+        for name in REFUSED:
+            rule(name, eperm)
+        rule("clone3", _act_errno(errno.ENOSYS))
+        for flag in _CLONE_NEW.values():
+            rule("clone", eperm, (0, _CMP_MASKED_EQ, flag, flag))
+            rule("unshare", eperm, (0, _CMP_MASKED_EQ, flag, flag))
+        rule("unshare", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWTIME, _CLONE_NEWTIME))
+        # socket(domain, ...): refused for every family above AF_INET6 (and any value with high
+        # bits set, which the kernel would truncate to an int) and for each one below it but ours.
+        for call in ("socket", "socketpair"):
+            rule(call, eperm, (0, _CMP_GE, max(ALLOWED_SOCKET_FAMILIES) + 1, 0))
+            for family in range(max(ALLOWED_SOCKET_FAMILIES)):
+                if family not in ALLOWED_SOCKET_FAMILIES:
+                    rule(call, eperm, (0, _CMP_EQ, family, 0))
+        return _export(lib, ctx)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
+    r, w = os.pipe()
+    try:
+        rc = lib.seccomp_export_bpf(ctx, w)
+        os.close(w)
+        w = -1
+        if rc < 0:
+            raise OSError(-rc, f"seccomp_export_bpf: {os.strerror(-rc)}")
+        chunks = []
+        while chunk := os.read(r, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def prepare() -> None:
+    """In the zygote, once: compile the filter every runner will load."""
+    global PROGRAM, PROBLEM, _LOADABLE
+    try:
+        PROGRAM = compile_filter()
+    except (OSError, AttributeError) as exc:
+        PROGRAM, PROBLEM = None, f"no syscall filter: {exc}"
+        return
+    buf = ctypes.create_string_buffer(PROGRAM, len(PROGRAM))
+    _LOADABLE = (buf, _SockFprog(len(PROGRAM) // 8, ctypes.cast(buf, ctypes.c_void_p)))
+
+
+def install(program: bytes) -> None:
+    """Load the filter into this process, for every thread it has and every process it will make.
+    Irreversible; needs no_new_privs or CAP_SYS_ADMIN."""
+    if _LOADABLE is not None and _LOADABLE[0].raw == program:
+        prog = _LOADABLE[1]
+    else:
+        buf = ctypes.create_string_buffer(program, len(program))
+        prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    nr = _SYS_SECCOMP.get(platform.machine())
+    if nr is not None:
+        rc = _libc.syscall(
+            ctypes.c_long(nr), ctypes.c_ulong(_SECCOMP_SET_MODE_FILTER),
+            ctypes.c_ulong(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog),
+        )  # fmt: skip
+    else:  # PR_SET_SECCOMP: this thread only, which is all a runner has before its code runs
+        rc = _libc.prctl(22, 2, ctypes.byref(prog), 0, 0)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp: {os.strerror(err)}")

@@ -1,0 +1,199 @@
+"""What a snippet sees of the disk: the interpreter, its packages, system libraries and its own temp
+folders, and nothing else, wherever the server keeps its bank, records, database or other checkouts.
+Each test is a real run, then a normal run that still works.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import Sandbox
+from sandbox.pool import allowed_paths
+from tests.support.pool import assert_still_works
+
+REPO = Path(__file__).resolve().parents[2]
+ANSWER = "the-answer-key-is-B"
+
+
+@pytest.fixture(scope="module")
+def outside() -> Iterator[Path]:
+    """A server's data where AMPQUIZ_BANK and the database may live: outside the working tree,
+    under /srv where the host has one, and not in any `hide` list of the pool."""
+    parent = "/srv" if os.access("/srv", os.W_OK) else None
+    root = Path(tempfile.mkdtemp(prefix="ampquiz-outside-", dir=parent))
+    (root / "bank" / "verified").mkdir(parents=True)
+    (root / "bank" / "autocast.yaml").write_text(f"- id: q1\n  answer: {ANSWER}\n")
+    (root / "bank" / "verified" / "cpu.json").write_text(f'{{"q1": "{ANSWER}"}}')
+    (root / "var").mkdir()
+    (root / "var" / "ampquiz.db").write_text(f"learner attempts {ANSWER}")
+    checkout = root / "other-checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text(f'[project]\nname = "{ANSWER}"\n')
+    yield root
+    shutil.rmtree(root)
+
+
+def run(sb: Sandbox, code: str):
+    r = sb.run(textwrap.dedent(code))
+    assert r.status == "ok", r
+    assert "allow-listed-filesystem" in r.environment.protections
+    return r
+
+
+def test_cant_read_bank_records_or_database_outside_the_working_tree(sb: Sandbox, outside: Path) -> None:
+    paths = [outside / "bank" / "autocast.yaml", outside / "bank" / "verified" / "cpu.json", outside / "var" / "ampquiz.db"]
+    r = run(sb, f"""
+        import os
+        for path in {[str(p) for p in paths]!r} + {[str(outside), str(outside.parent)]!r}:
+            try:
+                print(open(path).read() if os.path.isfile(path) else os.listdir(path))
+            except OSError as e:
+                print("hidden", type(e).__name__)
+            print(os.path.exists(path))
+    """)
+    assert ANSWER not in r.stdout and outside.name not in r.stdout, r.stdout
+    assert r.stdout.count("hidden FileNotFoundError") == 5 and r.stdout.count("False") == 5, r.stdout
+    assert_still_works(sb)
+
+
+def test_cant_see_other_checkouts_or_the_servers_tree(sb: Sandbox, outside: Path) -> None:
+    folders = [str(REPO), "/home", "/root", "/work", "/srv", "/opt", "/mnt", "/var", "/run", "/etc"]
+    r = run(sb, f"""
+        import os
+        for path in ["{outside / "other-checkout"}", "{REPO / "pyproject.toml"}", "{REPO / "questions"}",
+                     "{REPO / "app"}", "/var/lib", "/run", "/etc/shadow", "/etc/ssh"]:
+            print(path, os.path.exists(path))
+        print({{path: sorted(os.listdir(path)) for path in {folders!r} if os.path.isdir(path)}})
+    """)
+    lines = r.stdout.splitlines()
+    assert all(line.endswith(" False") for line in lines[:-1]), r.stdout
+    # A folder shows only the way to what runners import from (the interpreter, a venv, this
+    # package): the server's tree holds just `sandbox` (and a venv kept in it), /root just the way
+    # to an interpreter installed there.
+    on_the_way = {part for p in allowed_paths() for part in Path(p).parts} | {"tmp"}  # /var/tmp
+    for folder, names in eval(lines[-1]).items():
+        if folder != "/etc":
+            assert set(names) <= on_the_way, (folder, names)
+    assert set(eval(lines[-1])["/etc"]) <= {"group", "hosts", "ld.so.cache", "localtime", "nsswitch.conf", "passwd"}
+    assert ANSWER not in r.stdout
+    assert_still_works(sb)
+
+
+def test_cant_learn_hidden_paths_from_the_runners_command_line_or_mounts(sb: Sandbox, secret_dir: Path, outside: Path) -> None:
+    r = run(sb, """
+        import os
+        for path in ["/proc/1/cmdline", "/proc/1/environ", "/proc/self/mountinfo", "/proc/self/cgroup"]:
+            try:
+                print(open(path, "rb").read().replace(b"\\0", b" ").decode())
+            except PermissionError:
+                print(path, "unreadable")  # environ: the runner is not dumpable once its uid dropped
+    """)
+    for secret in (str(secret_dir), str(outside), str(REPO / "questions"), "AMPQUIZ", "hide"):
+        assert secret not in r.stdout, (secret, r.stdout)
+    assert_still_works(sb)
+
+
+def test_cant_see_other_runs_cgroups_or_the_hosts_sys(sb: Sandbox) -> None:
+    r = run(sb, """
+        import os
+        print(os.path.exists("/sys/fs/cgroup"), sorted(os.listdir("/sys")), sorted(os.listdir("/sys/devices")))
+        print(sorted({line.rsplit(":", 1)[-1] for line in open("/proc/self/cgroup").read().split()}))
+        print(os.cpu_count() >= 1)
+    """)
+    assert r.stdout == "False ['devices'] ['system']\n['/']\nTrue\n", r.stdout
+    assert_still_works(sb)
+
+
+def test_cant_open_dev_fuse_or_any_device_but_the_harmless_ones(sb: Sandbox) -> None:
+    r = run(sb, """
+        import os
+        print(sorted(os.listdir("/dev")))
+        for dev in ["/dev/fuse", "/dev/kvm", "/dev/vda", "/dev/sda", "/dev/loop0", "/dev/mem", "/dev/tty", "/dev/userfaultfd"]:
+            try:
+                os.close(os.open(dev, os.O_RDWR))
+                print("opened", dev)
+            except OSError as e:
+                print(type(e).__name__)
+        with open("/dev/urandom", "rb") as f, open("/dev/null", "wb") as g:
+            g.write(f.read(16))
+        print(len(open("/dev/zero", "rb").read(8)))
+        try:
+            open("/dev/new-node", "w")
+        except OSError as e:
+            print("create", type(e).__name__)
+    """)
+    lines = r.stdout.splitlines()
+    assert eval(lines[0]) == ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
+    assert "opened" not in r.stdout and lines[1:9] == ["FileNotFoundError"] * 8, r.stdout
+    assert lines[9:] == ["8", "create OSError"] or lines[9:] == ["8", "create PermissionError"], lines
+    assert "minimal-dev" in r.environment.protections
+    assert_still_works(sb)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="building a root takes root")
+def test_hide_still_covers_a_secret_inside_an_allowed_folder(tmp_path: Path) -> None:
+    """`Sandbox(hide=...)` names paths no snippet may see; the allow-list hides everything outside
+    what runners need, and `hide` still covers a path inside it."""
+    allowed = tmp_path / "prefix"
+    allowed.mkdir()
+    (allowed / "lib.py").write_text("visible")
+    (allowed / "secret.txt").write_text(ANSWER)
+    (allowed / "secret-folder").mkdir()
+    (allowed / "secret-folder" / "key").write_text(ANSWER)
+    probe = textwrap.dedent(f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from sandbox import filesystem, isolation
+        isolation.unshare(isolation.CLONE_NEWNS)
+        isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
+        done = filesystem.allow_listed_root(
+            [{str(allowed)!r}, sys.base_prefix, sys.prefix],
+            [{str(allowed / "secret.txt")!r}, {str(allowed / "secret-folder")!r}],
+            uid=200999, tmp_bytes=1 << 20, cuda=False,
+        )
+        print("allow-listed-filesystem" in done)
+        print(open({str(allowed / "lib.py")!r}).read())
+        print(repr(open({str(allowed / "secret.txt")!r}).read()), os.listdir({str(allowed / "secret-folder")!r}))
+        print(os.path.exists({str(REPO / "pyproject.toml")!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert out.stdout == "True\nvisible\n'' []\nFalse\n", out.stdout + out.stderr[-2000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting takes root")
+def test_without_a_new_root_the_deny_list_still_hides(tmp_path: Path) -> None:
+    """The fallback where the host refuses the new root (pivot_root refused, say): the host's tree,
+    read-only, with the server's folders and service sockets covered."""
+    secret = tmp_path / "server"
+    (secret / "venv").mkdir(parents=True)
+    (secret / "venv" / "lib.py").write_text("visible")
+    (secret / "ampquiz.db").write_text(ANSWER)
+    probe = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from sandbox import filesystem, isolation
+        isolation.unshare(isolation.CLONE_NEWNS)
+        isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
+        done = filesystem.deny_listed([{str(secret)!r}], [{str(secret / "venv")!r}], 1 << 20)
+        print(sorted(done))
+        print(sorted(os.listdir({str(secret)!r})), open({str(secret / "venv" / "lib.py")!r}).read())
+        print(os.listdir("/run"))
+        try:
+            open("/ampquiz-owned", "w")
+        except OSError as e:
+            print(type(e).__name__)
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, out.stdout + out.stderr[-2000:]
+    assert {"hidden-paths", "private-tmp", "read-only-root"} <= set(eval(lines[0]))
+    assert lines[1:] == ["['venv'] visible", "[]", "OSError"], lines

@@ -1,0 +1,194 @@
+"""A snippet that writes its own report on the sandbox's channel: what it claims is checked against
+how its process ended, and bounded, before anyone sees it. Each test is a real run, then a normal
+run that still works.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from sandbox import Limits, Sandbox
+from sandbox.claims import DROPPED_EXPLANATION
+from tests.support.pool import assert_still_works
+
+# Finds the report socket among the descriptors it inherited, and writes a report there.
+FORGE = """
+import json, os, socket, stat, struct
+def forge(report):
+    body = json.dumps(report).encode()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                socket.socket(fileno=os.dup(int(name))).sendall(struct.pack("!I", len(body)) + body)
+        except OSError:
+            pass
+ASSERTION = {
+    "type": "result", "status": "error", "message": "The snippet raised AssertionError on line 1.",
+    "exception": {"type": "AssertionError", "message": "the key says so", "traceback": "", "line": 1,
+                  "source_line": "assert False"},
+    "warnings": [], "explanation": None,
+}
+"""
+
+
+def forged(sb: Sandbox, code: str, **kwargs):
+    return sb.run(FORGE + textwrap.dedent(code), **kwargs)
+
+
+def test_cant_reach_the_zygotes_account_of_the_run(sb: Sandbox) -> None:
+    """The one socket a snippet holds is its report channel; how the run ended comes back on a
+    socket of the zygote's, which the runner never had."""
+    r = sb.run(textwrap.dedent("""
+        import os, stat
+        kinds = {}
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                kinds[int(name)] = "socket" if stat.S_ISSOCK(os.fstat(int(name)).st_mode) else "other"
+            except OSError:
+                pass  # listdir's own descriptor, closed by now
+        print(kinds)
+    """))
+    kinds = eval(r.stdout)
+    assert list(kinds.values()).count("socket") == 1, kinds
+    assert set(kinds) - {0, 1, 2} == {n for n, kind in kinds.items() if kind == "socket"}, kinds
+    assert_still_works(sb)
+
+
+def test_forged_assertion_then_a_normal_end_is_not_an_assertion(sb: Sandbox) -> None:
+    """The attack on `ampquiz verify`: a question's code writes "raised AssertionError" and then
+    finishes normally, so that a key expecting AssertionError would pass."""
+    r = forged(sb, """
+        forge(ASSERTION)
+        print("finished normally")
+    """)
+    assert r.exception is None, r
+    assert r.status == "error" and "contradicts how its process ended" in r.message, r
+    assert "AssertionError" in r.message  # says what was claimed, but claims nothing itself
+    assert r.stdout == "finished normally\n"  # the pipes are facts: they are kept
+    assert_still_works(sb)
+
+
+def test_forged_ok_from_a_run_that_raises_is_not_ok(sb: Sandbox) -> None:
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
+        raise ValueError("the truth")
+    """)
+    assert r.status == "error" and "contradicts" in r.message, r
+    assert r.exception is None
+    assert_still_works(sb)
+
+
+def test_forged_report_then_running_on_is_stopped_at_wall_time(sb: Sandbox) -> None:
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
+        import time
+        time.sleep(60)
+    """, limits=Limits(wall_s=2))
+    assert r.status == "timeout", r
+    assert "report was set aside" in r.message
+    assert r.duration_ms < 5000
+    assert_still_works(sb)
+
+
+def test_forged_report_cannot_claim_an_ending_it_did_not_have(sb: Sandbox) -> None:
+    """timeout, killed, output_limit and memory-by-OOM are observed by the pool, never told."""
+    r = forged(sb, """
+        forge({"type": "result", "status": "timeout", "message": "pretend", "warnings": []})
+        import os
+        os._exit(80)
+    """)
+    assert r.status == "killed" and "malformed" in r.message, r
+    assert_still_works(sb)
+
+
+def test_forged_report_cannot_change_the_runs_environment_or_protections(sb: Sandbox) -> None:
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "warnings": [],
+               "environment": {"torch_version": "0.0", "protections": []}})
+        import os
+        os._exit(80)  # the ok-code: this forgery agrees with how the process ends
+    """)
+    assert r.status == "ok", r
+    assert r.environment.torch_version != "0.0"
+    assert "syscall-filter" in r.environment.protections and "allow-listed-filesystem" in r.environment.protections
+    assert_still_works(sb)
+
+
+def test_forged_huge_explanation_is_dropped_not_rendered(sb: Sandbox) -> None:
+    """A forged explanation of a million characters took the web 68 s and 360 MB of HTML."""
+    code = """
+        op = {"name": "torch.mm", "line": 1, "count": 1, "inputs": [], "output": None, "autocast": None,
+              "casts": [], "reason": "x" * 1000}
+        forge({"type": "result", "status": "ok", "message": "", "warnings": [],
+               "explanation": {"summary": ["s" * 100_000], "ops": [op] * 3000, "scaler": [], "hazards": []}})
+        import os
+        os._exit(80)
+    """
+    r = forged(sb, code, explain=True)
+    assert r.status == "ok", r
+    assert r.explanation == {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}
+    assert len(r.to_json()) < 10_000
+    r = forged(sb, code)  # not asked to explain: nothing of an explanation comes back
+    assert r.status == "ok" and r.explanation is None, r
+    assert_still_works(sb)
+
+
+def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
+    r = forged(sb, """
+        forge({"type": "result", "status": "error", "message": "m" * 1_000_000, "warnings": [],
+               "exception": {"type": "T" * 10_000, "message": "x" * 1_000_000, "traceback": "y" * 1_000_000,
+                             "line": 10**9, "source_line": "not this code"}})
+        import os
+        os._exit(81)  # the raised-code: this forgery agrees with how the process ends
+    """)
+    assert r.status == "error", r
+    assert len(r.exception.type) <= 200 and len(r.exception.message) <= 17_000 and len(r.exception.traceback) <= 17_000
+    assert r.exception.line is None and r.exception.source_line is None  # no such line in the snippet
+    assert len(r.message) <= 4096
+    assert len(json.dumps(r.to_dict())) < 60_000
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "exception": None,
+               "warnings": [{"category": "UserWarning", "message": "w", "line": 1}] * 10_000})
+        import os
+        os._exit(80)
+    """)
+    assert r.status == "killed" and "malformed" in r.message, r
+    assert_still_works(sb)
+
+
+def test_an_honest_report_is_believed(sb: Sandbox) -> None:
+    r = sb.run("import warnings\nwarnings.warn('careful')\nassert 1 == 2, 'really'\n", explain=True)
+    assert r.status == "error" and r.exception.type == "AssertionError" and r.exception.line == 3, r
+    assert r.exception.source_line == "assert 1 == 2, 'really'"
+    assert [w.message for w in r.warnings] == ["careful"]
+    assert r.explanation and r.explanation["summary"] != [DROPPED_EXPLANATION]
+
+
+def test_the_pools_bounds_hold_every_honest_report() -> None:
+    """The pool checks reports without importing torch; its bounds are the runner's own."""
+    from sandbox import claims, execute
+    from sandbox.explain import MAX_REPORT_BYTES, Explainer, hazards, scaler, summary
+
+    assert claims.MAX_TEXT >= execute.MAX_TEXT + len("… [99999999 more characters]")
+    assert claims.MAX_WARNINGS == execute.MAX_WARNINGS
+    assert claims.EXPLANATION_BYTES >= MAX_REPORT_BYTES
+    assert claims.MAX_OPS >= Explainer().max_ops
+    assert claims.MAX_SCALER_EVENTS >= scaler.MAX_EVENTS
+    assert claims.MAX_HAZARDS >= hazards.MAX_HAZARDS
+    assert claims.MAX_SENTENCES >= summary.MAX_SENTENCES
+
+
+def test_without_reading_the_kernel_the_zygotes_account_decides(sb: Sandbox, monkeypatch) -> None:
+    """Where the pool may not read a run's exit status from /proc (no CAP_SYS_PTRACE), it waits
+    for the zygote's account: slower by the process's teardown, the same verdicts."""
+    import sandbox.collect
+
+    monkeypatch.setattr(sandbox.collect, "exit_status_while_exiting", lambda handle: None)
+    r = sb.run("assert 1 == 2")
+    assert r.status == "error" and r.exception.type == "AssertionError", r
+    r = forged(sb, "forge(ASSERTION)\nprint('finished normally')\n")
+    assert r.status == "error" and r.exception is None and "contradicts" in r.message, r
+    r = sb.run("import os\nos._exit(3)")
+    assert r.status == "killed" and "code 3" in r.message, r
+    assert_still_works(sb)

@@ -1,0 +1,112 @@
+"""Nothing of a run outlives it (no process, no cgroup), and a run gets about its share of the CPU
+however many processes it forks. Each test is a real run, then a normal run that still works.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from sandbox import Limits, RunResult, Sandbox
+from tests.support.pool import assert_still_works
+from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def cgroup_dirs_of(pid: int) -> list[Path]:
+    """The host folders of the run cgroups `pid` is in (v1: one per controller; v2: one)."""
+    dirs = []
+    for line in (Path("/proc") / str(pid) / "cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "ampquiz-run-" in path:
+            hierarchy = CGROUP_ROOT / controllers.split(",")[0].removeprefix("name=") if controllers else CGROUP_ROOT
+            dirs.append(hierarchy / path.lstrip("/"))
+    return dirs
+
+
+def test_nothing_outlives_a_run_not_even_what_blocks_in_the_kernel(sb: Sandbox) -> None:
+    """What a snippet leaves behind: a child blocked in the kernel (opening a FIFO nobody writes),
+    a stopped one, one in a session of its own that ignores SIGTERM. A FUSE mount served by the
+    snippet itself (a process stuck in D state) is out of reach: no mounts, no user namespaces and
+    no /dev/fuse (test_syscall_filter, test_filesystem_view)."""
+    result: list[RunResult] = []
+    code = textwrap.dedent("""
+        import os, signal, time
+        os.mkfifo("/tmp/fifo")
+        if os.fork() == 0:
+            os.execv("/bin/cat", ["cat", "/tmp/fifo", "765431"])  # blocks in open(2)
+        stopped = os.fork()
+        if stopped == 0:
+            os.execv("/bin/sleep", ["sleep", "765432"])
+        while b"765432" not in open(f"/proc/{stopped}/cmdline", "rb").read():
+            time.sleep(0.001)  # stopped once it is sleep, not before its exec
+        os.kill(stopped, signal.SIGSTOP)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                os.execv("/bin/sleep", ["sleep", "765433"])
+            os._exit(0)
+        time.sleep(1.0)
+        print("left them")
+    """)
+    run = threading.Thread(target=lambda: result.append(sb.run(code)))
+    run.start()
+    markers = ["765431", "765432", "765433"]
+    deadline = time.monotonic() + 20
+    while not all(processes_with_argument(m) for m in markers) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    found = {m: processes_with_argument(m) for m in markers}
+    assert all(found.values()), (found, result)
+    cgroups = cgroup_dirs_of(found["765433"][0])
+    assert cgroups and all(d.is_dir() for d in cgroups), cgroups
+    run.join()
+    assert result[0].status == "ok" and result[0].stdout == "left them\n", result[0]
+    for m in markers:
+        assert eventually_empty(lambda m=m: processes_with_argument(m)) == [], m
+    assert eventually_empty(lambda: [d for d in cgroups if d.exists()]) == []
+    assert sb._zygote is not None
+    assert eventually_empty(lambda: processes_of_runs(sb._zygote.pid, runners=False)) == []
+    assert_still_works(sb)
+
+
+SPIN = """
+import os, time
+children, wall = {children}, 1.5
+r, w = os.pipe()
+for _ in range(children):
+    if os.fork() == 0:
+        os.setsid()
+        end = time.monotonic() + wall
+        while time.monotonic() < end:
+            pass
+        t = os.times()
+        os.write(w, f"{{t.user + t.system}}\\n".encode())
+        os._exit(0)
+start = time.monotonic()
+for _ in range(children):
+    os.wait()
+elapsed = time.monotonic() - start
+os.close(w)
+print(round(sum(float(x) for x in os.read(r, 65536).split()) / elapsed, 2))
+"""
+
+
+def test_many_spinning_children_share_one_core(sb: Sandbox) -> None:
+    """24 forked children calling setsid() and spinning slowed a concurrent learner's run ~8x:
+    now they share `Limits.cpu_cores` (1 by default), whatever the host has."""
+    r = sb.run(SPIN.format(children=8))
+    assert r.status == "ok", r
+    assert "cpu-cap" in r.environment.protections
+    assert float(r.stdout) <= 1.25, f"{r.stdout.strip()} cores used"
+    assert_still_works(sb)
+
+
+def test_cpu_cores_sets_the_share(sb: Sandbox) -> None:
+    r = sb.run(SPIN.format(children=2), limits=Limits(cpu_cores=0.5))
+    assert r.status == "ok", r
+    assert float(r.stdout) <= 0.7, f"{r.stdout.strip()} cores used"
+    assert_still_works(sb)

@@ -1,0 +1,194 @@
+"""Kernel surface no snippet needs is refused: namespaces, mounts, keyrings, io_uring, userfaultfd,
+bpf, perf events, ptrace, non-IP sockets. Each test is a real run, then a normal run that still works.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sandbox import Sandbox
+from tests.support.pool import assert_still_works
+
+# ctypes' view of raw syscalls, for calls Python has no wrapper for (x86_64 numbers; the filter
+# is built by name, so other architectures are covered too, but these probes are x86_64's).
+SYSCALL = """
+import ctypes, errno, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+kept = []
+def text(b):  # the address of a C string, kept alive for the call
+    kept.append(ctypes.c_char_p(b))
+    return ctypes.cast(kept[-1], ctypes.c_void_p).value
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+"""
+
+pytestmark = pytest.mark.skipif(
+    __import__("platform").machine() != "x86_64", reason="the probes use x86_64 syscall numbers"
+)
+
+
+def run(sb: Sandbox, code: str) -> str:
+    r = sb.run(SYSCALL + textwrap.dedent(code))
+    assert r.status == "ok", r
+    assert "syscall-filter" in r.environment.protections
+    return r.stdout
+
+
+def test_cant_make_a_user_namespace_or_any_other(sb: Sandbox) -> None:
+    out = run(sb, """
+        CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET = 0x10000000, 0x20000, 0x40000000
+        print("unshare user", call(272, CLONE_NEWUSER))
+        print("unshare mount", call(272, CLONE_NEWNS))
+        print("unshare user+net", call(272, CLONE_NEWUSER | CLONE_NEWNET))
+        print("clone user", call(56, CLONE_NEWUSER | 17, 0, 0, 0, 0))  # would fork if allowed
+        print("setns", call(308, 0, 0))
+        print("clone3", call(435, 0, 0))
+        try:
+            open("/proc/self/ns/user").close()
+            print("ns file opened")
+        except OSError as e:
+            print("ns file", type(e).__name__)
+    """)
+    assert out.splitlines() == [
+        "unshare user EPERM", "unshare mount EPERM", "unshare user+net EPERM", "clone user EPERM",
+        "setns EPERM", "clone3 ENOSYS", "ns file opened",
+    ], out  # fmt: skip
+    assert_still_works(sb)
+
+
+def test_cant_mount_anything(sb: Sandbox) -> None:
+    out = run(sb, """
+        print("mount", call(165, text(b"none"), text(b"/tmp"), text(b"tmpfs"), 0, 0))
+        print("umount", call(166, text(b"/proc"), 2))
+        print("fsopen", call(430, text(b"tmpfs"), 0))
+        print("open_tree", call(428, -100, text(b"/tmp"), 1))
+        print("pivot_root", call(155, text(b"/tmp"), text(b"/tmp")))
+        print("chroot", call(161, text(b"/tmp")))
+    """)
+    assert out == "mount EPERM\numount EPERM\nfsopen EPERM\nopen_tree EPERM\npivot_root EPERM\nchroot EPERM\n", out
+    assert_still_works(sb)
+
+
+def test_cant_use_kernel_keyrings(sb: Sandbox) -> None:
+    """Keys outlive the process that adds them and were read by a later run of the same uid."""
+    out = run(sb, """
+        KEY_SPEC_USER_KEYRING = -4
+        print("add_key", call(248, text(b"user"), text(b"secret"), text(b"x"), 1, KEY_SPEC_USER_KEYRING))
+        print("keyctl", call(250, 0, KEY_SPEC_USER_KEYRING, 0))  # KEYCTL_GET_KEYRING_ID
+        print("request_key", call(249, text(b"user"), text(b"secret"), 0, 0))
+    """)
+    assert out == "add_key EPERM\nkeyctl EPERM\nrequest_key EPERM\n", out
+    assert_still_works(sb)
+
+
+def test_cant_use_io_uring_userfaultfd_bpf_or_perf_events(sb: Sandbox) -> None:
+    out = run(sb, """
+        params = ctypes.create_string_buffer(120)
+        print("io_uring_setup", call(425, 8, ctypes.addressof(params)))
+        print("io_uring_enter", call(426, 0, 0, 0, 0, 0))
+        print("userfaultfd", call(323, 0))
+        print("bpf", call(321, 0, 0, 0))
+        attr = ctypes.create_string_buffer(128)
+        print("perf_event_open", call(298, ctypes.addressof(attr), 0, -1, -1, 0))
+        print("init_module", call(175, 0, 0, 0))
+        print("kexec_load", call(246, 0, 0, 0, 0))
+        print("syslog", call(103, 3, 0, 0))  # read the kernel log
+    """)
+    assert out.split() == [
+        "io_uring_setup", "EPERM", "io_uring_enter", "EPERM", "userfaultfd", "EPERM", "bpf", "EPERM",
+        "perf_event_open", "EPERM", "init_module", "EPERM", "kexec_load", "EPERM", "syslog", "EPERM",
+    ], out  # fmt: skip
+    assert_still_works(sb)
+
+
+def test_cant_trace_or_read_another_process(sb: Sandbox) -> None:
+    out = run(sb, """
+        child = os.fork()
+        if child == 0:
+            import time
+            time.sleep(30)
+            os._exit(0)
+        print("ptrace", call(101, 16, child, 0, 0))  # PTRACE_ATTACH
+        print("process_vm_readv", call(310, child, 0, 0, 0, 0, 0))
+        print("pidfd_getfd", call(438, 0, 0, 0))
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    """)
+    assert out == "ptrace EPERM\nprocess_vm_readv EPERM\npidfd_getfd EPERM\n", out
+    assert_still_works(sb)
+
+
+def test_cant_open_sockets_other_than_unix_and_ip(sb: Sandbox) -> None:
+    r = sb.run(textwrap.dedent("""
+        import socket
+        families = {"AF_VSOCK": 40, "AF_NETLINK": 16, "AF_PACKET": 17, "AF_ALG": 38, "AF_BLUETOOTH": 31, "AF_CAN": 29, "AF_TIPC": 30}
+        for name, family in families.items():
+            try:
+                socket.socket(family, socket.SOCK_DGRAM if name != "AF_ALG" else socket.SOCK_SEQPACKET)
+                print(name, "opened")
+            except OSError as e:
+                print(name, e)
+        for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):
+            socket.socket(family, socket.SOCK_STREAM).close()
+        print("unix and ip sockets still open")
+        socket.socket(40, socket.SOCK_STREAM)  # AF_VSOCK reached the host side
+    """))
+    assert r.status == "error", r
+    lines = r.stdout.splitlines()
+    assert lines[:-1] == [f"{name} [Errno 1] Operation not permitted" for name in
+                          ["AF_VSOCK", "AF_NETLINK", "AF_PACKET", "AF_ALG", "AF_BLUETOOTH", "AF_CAN", "AF_TIPC"]]
+    assert lines[-1] == "unix and ip sockets still open"
+    # A refused call reads clearly: the error, and that the sandbox refused it.
+    assert r.exception.type == "PermissionError" and "Operation not permitted" in r.exception.message
+    assert "syscall filter" in r.message, r.message
+    assert_still_works(sb)
+
+
+def test_cant_reach_refused_calls_through_another_syscall_table(sb: Sandbox) -> None:
+    out = run(sb, """
+        X32 = 0x40000000
+        print("x32 unshare", call(X32 | 272, 0x10000000))
+        print("x32 getpid", call(X32 | 39))
+        print("socket with high bits", call(41, (1 << 32) | 40, 1, 0))
+    """)
+    assert out == "x32 unshare EPERM\nx32 getpid EPERM\nsocket with high bits EPERM\n", out
+    assert_still_works(sb)
+
+
+def test_threads_fork_and_subprocess_still_work_under_the_filter(sb: Sandbox) -> None:
+    """clone3 is refused with ENOSYS, so libc falls back to clone, which the filter reads."""
+    r = sb.run(textwrap.dedent("""
+        import os, subprocess, threading, torch
+        t = threading.Thread(target=lambda: print("thread"))
+        t.start(); t.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print("fork", os.waitpid(pid, 0)[1] >> 8)
+        print(subprocess.run(["/bin/echo", "subprocess"], capture_output=True, text=True).stdout.strip())
+        torch.set_num_threads(2)
+        print("torch", torch.ones(256, 256).matmul(torch.ones(256, 256)).sum().item())
+    """))
+    assert r.status == "ok", r
+    assert r.stdout == "thread\nfork 7\nsubprocess\ntorch 16777216.0\n", r
+    assert_still_works(sb)
+
+
+def test_a_host_without_libseccomp_runs_on_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the library is missing, the zygote compiles no filter and says why; each runner then
+    leaves "syscall-filter" out of its protections (sandbox.runner), and the pool logs it."""
+    from sandbox import seccomp
+
+    def missing() -> None:
+        raise OSError("libseccomp.so.2: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(seccomp, "_load_library", missing)
+    monkeypatch.setattr(seccomp, "PROGRAM", b"")
+    monkeypatch.setattr(seccomp, "PROBLEM", "")
+    seccomp.prepare()
+    assert seccomp.PROGRAM is None
+    assert "no syscall filter" in seccomp.PROBLEM and "libseccomp.so.2" in seccomp.PROBLEM
