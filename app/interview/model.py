@@ -30,14 +30,20 @@ class Interview(SQLModel, table=True):
     host_hash: str = Field(index=True, unique=True, max_length=64)
     created_by: str = Field(max_length=64)
     questions: str
-    """JSON: the bank question ids, in order."""
+    """JSON, in order: a bank question's id, or an ad-hoc snippet's whole question (see
+    `app.interview.snippets`), kept with the interview so a later edit of the bank changes nothing."""
     minutes: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     revoked_at: datetime | None = None
 
     @property
     def question_ids(self) -> list[str]:
-        return list(json.loads(self.questions))
+        return [q if isinstance(q, str) else q["id"] for q in json.loads(self.questions)]
+
+    @property
+    def snippets(self) -> dict[str, dict[str, Any]]:
+        """The ad-hoc snippet questions by id (bank questions are not here)."""
+        return {q["id"]: q for q in json.loads(self.questions) if isinstance(q, dict)}
 
     @property
     def revoked(self) -> bool:
@@ -94,9 +100,10 @@ def _event(row: InterviewEvent) -> Event:
 
 
 def create(
-    store: Store, question_ids: list[str], *, by: str, minutes: int | None = None
+    store: Store, question_ids: list[str | dict[str, Any]], *, by: str, minutes: int | None = None
 ) -> NewInterview:
-    """A new interview over these questions (checked against the bank by the caller)."""
+    """A new interview over these questions: bank ids (checked against the bank by the caller) or
+    ad-hoc snippet questions (`app.interview.snippets.snippet_question`)."""
     if not question_ids:
         raise ValueError("an interview needs at least one question")
     if minutes is not None and not 1 <= minutes <= 600:
@@ -112,7 +119,7 @@ def create(
         s.flush()
         assert row.id is not None
         s.add(InterviewEvent(interview_id=row.id, kind="created",
-                             data=json.dumps({"questions": question_ids, "minutes": minutes, "by": by})))  # fmt: skip
+                             data=json.dumps({"questions": row.question_ids, "minutes": minutes, "by": by})))  # fmt: skip
         s.commit()
     return NewInterview(row, candidate, host)
 

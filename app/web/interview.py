@@ -16,11 +16,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Header, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
 from app.grading import AnswerError, describe_tolerance, grade, multiple_answers
-from app.interview import entries, model
+from app.interview import entries, model, snippets
 from app.interview.live import Hub
 from app.interview.report import progress, report
+from app.proofs import Proof
 from app.public_question import title_of
 from app.web.deps import State
 from app.web.errors import AppError, NotFound, run_refusal
@@ -67,6 +69,19 @@ def _host(state: WebState, token: str) -> model.Interview:
     return found
 
 
+def _question(state: WebState, interview: model.Interview, question_id: str) -> LoadedQuestion:
+    found = snippets.resolve(state.bank, interview.snippets, question_id)
+    if found is None:
+        raise NotFound(f"The question {question_id!r} is no longer in the bank.")
+    return found
+
+
+def _proof(state: WebState, interview: model.Interview, loaded: LoadedQuestion) -> Proof:
+    if loaded.id in interview.snippets:
+        return Proof("proved", [{"device": "", "result": "pass", "label": "ad-hoc snippet: its answer is what it printed when the interview was made"}])
+    return state.proof(loaded)
+
+
 def _events(state: WebState, interview: model.Interview) -> list[model.Event]:
     assert interview.id is not None
     return model.events(state.store, interview.id)
@@ -99,9 +114,9 @@ async def _candidate_page(
             done = progress(interview, _events(state, interview))
             current = done.current
         assert current is not None
-        loaded = state.question(current.id)
+        loaded = _question(state, interview, current.id)
         q = loaded.question
-        proof = state.proof(loaded)
+        proof = _proof(state, interview, loaded)
         context.update(
             current=current, loaded=loaded, q=q, title=title_of(loaded), proof=proof,
             order=entries.order(token, loaded), confidences=model.CONFIDENCES,
@@ -132,8 +147,9 @@ async def predict(
     current = progress(interview, _events(state, interview)).current
     if current is None or current.prediction is not None:
         return RedirectResponse(f"/interview/{token}", status_code=303)
-    loaded = state.question(current.id)
-    state.ensure_gradeable(loaded)
+    loaded = _question(state, interview, current.id)
+    if loaded.id not in interview.snippets:  # a snippet's key was proved when the interview was made
+        state.ensure_gradeable(loaded)
     if current.opened_at is None:  # answered without the page (a script): the time starts now
         await _record(request, state, interview, "opened", {"question": current.id})
     if confidence not in model.CONFIDENCES:
@@ -173,7 +189,7 @@ async def _run(
         return None, refusal
     run = result.to_dict()
     await _record(
-        request, state, interview, "run", entries.ran(state.question(current.id), code, run)
+        request, state, interview, "run", entries.ran(_question(state, interview, current.id), code, run)
     )
     return run, None
 
@@ -239,7 +255,7 @@ async def host_page(token: str, request: Request, state: State) -> Response:
     interview = _host(state, token)
     questions = []
     for qid in interview.question_ids:
-        loaded = state.bank.question(qid)
+        loaded = snippets.resolve(state.bank, interview.snippets, qid)
         questions.append(
             {
                 "id": qid,
@@ -311,7 +327,7 @@ async def revoke(token: str, request: Request, state: State) -> Response:
 def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
     titles = {}
     for qid in interview.question_ids:
-        loaded = state.bank.question(qid)
+        loaded = snippets.resolve(state.bank, interview.snippets, qid)
         titles[qid] = title_of(loaded) if loaded else qid
     return report(interview, _events(state, interview), titles, state.clock())
 
@@ -345,13 +361,21 @@ async def create(
     request: Request, state: State, who: Instructor,
     questions: Annotated[list[str], Form()] = [],  # noqa: B006
     minutes: Annotated[str, Form(max_length=4)] = "",
+    adhoc: Annotated[str, Form(max_length=60_000)] = "",
 ) -> Response:  # fmt: skip
     unknown = [q for q in questions if state.bank.question(q) is None]
     limit = int(minutes) if minutes.strip().isdigit() else None
     try:
         if unknown:
             raise ValueError(f"there is no question {unknown[0]!r}")
-        made = model.create(state.store, questions, by=who, minutes=limit)
+        entries_: list[str | dict[str, Any]] = list(questions)
+        for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
+            run = await state.run_queue.run(code, owners=state.owners(request))
+            if run.status != "ok":
+                why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
+                raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
+            entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
+        made = model.create(state.store, entries_, by=who, minutes=limit)
     except ValueError as exc:
         rows = [
             {"id": q.id, "title": title_of(q), "kind": q.question.kind}

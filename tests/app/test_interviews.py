@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -248,3 +249,33 @@ def test_the_cli_prints_the_candidates_link_first(
     assert cli_main(["interview", "revoke", candidate]) == 0
     assert model.by_candidate(store, candidate.rsplit("/", 1)[1]) is None
     store.close()
+
+
+async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: Web) -> None:
+    from app import instructors
+
+    async with web.client() as client:
+        store = client.app.state.web.store  # type: ignore[attr-defined]
+        instructors.add(store, "ada")
+        token = instructors.new_link(store, "ada")
+        assert (await client.post(f"/studio/sign-in/{token}")).status_code == 303
+        raising = await client.post("/studio/interviews", data={"adhoc": "print(1)\n---\nraise ValueError('no')\n"})
+        assert raising.status_code == 400 and "ad-hoc snippet 2 did not run to the end" in raising.text
+        snippets = "import torch\nprint(torch.ones(2).half().sum().dtype)\n---\nprint(2 ** 10)\n"
+        made = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "adhoc": snippets})
+        assert made.status_code == 303
+        host = made.headers["location"]
+        link = re.search(r"/interview/[A-Za-z0-9_-]+", (await client.get(host)).text).group(0)
+        for _ in range(3):  # the bank question first, then the two snippets
+            page = (await client.get(link)).text
+            if "Snippet 1" in page:
+                break
+            await client.post(link + "/predict", data={"choice": "1", "confidence": "95"})
+            await client.post(link + "/next")
+        words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+        assert "Snippet 1" in words and "torch . ones ( 2 ) . half () . sum () . dtype" in words
+        said = await client.post(link + "/predict", data={"output": "torch.float16", "confidence": "75"})
+        assert said.status_code == 303
+        assert "Right" in (await client.get(link)).text  # what the snippet printed when it was made
+        report = (await client.get(host + "/report.json")).json()
+        assert [q["id"] for q in report["questions"]][:2] == ["mc-half-dtype", "snippet-1"]
