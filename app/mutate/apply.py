@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.mutate.rule import BLOCK_FIELDS, Rule
-from app.mutate.rules import RULES
+from app.mutate.rules import RULES, with_variants
 from app.verify.record import mutant_hash
 
 DIFF_CONTEXT = 2
@@ -44,8 +44,9 @@ class Mutant:
 
 
 def mutants_of(code: str, rules: tuple[Rule, ...] = RULES) -> tuple[Mutant, ...]:
-    """Every mutant of `code`, one per applicable rule, in the rules' order. Code that does not
-    parse has none."""
+    """Every mutant of `code`, one per applicable rule, in the rules' order, each rule followed by
+    its one-place variants where its pattern occurs twice or more (a variant whose code is the
+    same as an earlier mutant's is left out). Code that does not parse has none."""
     return _mutants(code, rules)
 
 
@@ -55,8 +56,8 @@ def _mutants(code: str, rules: tuple[Rule, ...]) -> tuple[Mutant, ...]:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return ()
-    out = []
-    for rule in rules:
+    out: list[Mutant] = []
+    for rule in with_variants(rules):
         if not rule.applies(tree):
             continue
         mutated = rule.apply(tree)
@@ -66,7 +67,7 @@ def _mutants(code: str, rules: tuple[Rule, ...]) -> tuple[Mutant, ...]:
         text, normalised = made
         before = ast.unparse(tree) + "\n" if normalised else code
         diff = unified_diff(before, text, rule.name)
-        if diff:
+        if diff and all(m.code != text for m in out):
             out.append(Mutant(rule, text, diff, mutant_hash(code, rule.name, text), normalised))
     return tuple(out)
 

@@ -7,7 +7,15 @@ never text surgery): a `name` (a slug, stable: records key on it), a `title` (Ma
 `applies` and `apply` follow from `edit`. A rule applies only where its pattern is present; an
 edit that finds nothing to change leaves the tree alone and returns False.
 
-To add a rule: one small class in `app.mutate.rules`, listed in `RULES` there.
+To add a rule: one small class in `app.mutate.scaler_mistakes` or `app.mutate.autocast_mistakes`, listed in `RULES` in `app.mutate.rules`.
+
+**One place only.** A rule changes every place its pattern appears. Where it appears in two or
+more places (two losses, two optimizers, a fused and a plain run compared), the classic mistake is
+often made in *one* of them, and only that breaks a printed comparison. So a rule that calls
+`self.place(node)` at each place, before changing it (and leaves that place alone when it says
+False), also gets the variants `OnePlace(rule, FIRST)` (`drop-scale@1`) and `OnePlace(rule, LAST)`
+(`drop-scale@last`): the same edit, made only at the first (last) place in the source. They apply
+only where the pattern occurs at least twice. A rule that never calls `place` has no variants.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import ClassVar
 
 
@@ -44,8 +53,74 @@ class Rule:
             raise NotApplicable(f"{self.name}: its pattern is not in this code")
         return ast.fix_missing_locations(mutant)
 
+    def place(self, node: ast.AST) -> bool:
+        """Called by `edit` at each place its pattern appears (`node`: the statement or expression
+        it is about to change), before changing it: False means leave this place alone. True
+        always, except while a one-place variant is editing."""
+        pick = _PICK.get()
+        return pick is None or pick(node)
+
+    def places(self, tree: ast.Module) -> list[Span]:
+        """Where the pattern appears, in source order (for rules that call `place`)."""
+        found: list[Span] = []
+
+        def record(node: ast.AST) -> bool:  # every place is changed, and noted
+            found.append(span(node))
+            return True
+
+        token = _PICK.set(record)
+        try:
+            self.edit(copy.deepcopy(tree))
+        finally:
+            _PICK.reset(token)
+        return sorted(set(found))
+
+    def variants(self) -> tuple[Rule, ...]:
+        """The one-place variants of this rule (see the module's note)."""
+        return (OnePlace(self, FIRST), OnePlace(self, LAST))
+
     def __repr__(self) -> str:
         return f"<rule {self.name}>"
+
+
+Span = tuple[int, int, int, int]
+FIRST, LAST = "1", "last"
+_PICK: ContextVar[Callable[[ast.AST], bool] | None] = ContextVar("mutate_pick", default=None)
+
+
+def span(node: ast.AST) -> Span:
+    """Where a node is in the original code (-1s for a node a rule made)."""
+    return tuple(getattr(node, f, None) or -1 for f in ("lineno", "col_offset", "end_lineno", "end_col_offset"))  # type: ignore[return-value]
+
+
+class OnePlace(Rule):
+    """A rule's mistake made at one place only (the first or the last of two or more): named
+    `<rule>@1` or `<rule>@last`; applies only where the rule's pattern occurs at least twice."""
+
+    def __init__(self, base: Rule, which: str) -> None:
+        self.base, self.which = base, which
+        where = "the first" if which == FIRST else "the last"
+        self.name = f"{base.name}@{which}"  # type: ignore[misc]
+        self.title = f"{base.title}, in one place only ({where} of several)"  # type: ignore[misc]
+        self.explanation = (  # type: ignore[misc]
+            f"{base.explanation} Here the mistake is made in one place only ({where} where the "
+            "pattern appears), as it usually is: the other places stay right, so anything that "
+            "compares them sees the difference."
+        )
+
+    def edit(self, tree: ast.Module) -> bool:
+        places = self.base.places(tree)
+        if len(places) < 2:
+            return False
+        target = places[0] if self.which == FIRST else places[-1]
+        token = _PICK.set(lambda node: span(node) == target)
+        try:
+            return self.base.edit(tree)
+        finally:
+            _PICK.reset(token)
+
+    def variants(self) -> tuple[Rule, ...]:
+        return ()
 
 
 # ---- names and calls ------------------------------------------------------------------------

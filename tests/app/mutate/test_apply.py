@@ -41,7 +41,8 @@ def by_rule(code: str) -> dict[str, str]:
 def test_text_outside_the_change_is_kept_as_written() -> None:
     mutants = by_rule(LOOP)
     assert set(mutants) == {
-        "drop-scale", "drop-update", "optimizer-step", "scaler-disabled", "swap-scaler-device", "drop-autocast",
+        "drop-scale", "drop-update", "optimizer-step", "scaler-disabled", "swap-scaler-device", "deprecated-cuda-scaler",
+        "drop-autocast",
         "swap-autocast-dtype", "swap-autocast-device", "backward-inside-autocast", "drop-float-casts",
     }  # fmt: skip
     for name, code in mutants.items():
@@ -52,6 +53,7 @@ def test_text_outside_the_change_is_kept_as_written() -> None:
     assert '    loss.backward()  # scaled\n' in mutants["drop-scale"]
     assert 'scaler = torch.amp.GradScaler("cpu", enabled=False)  # on the CPU\n' in mutants["scaler-disabled"]
     assert '    with torch.autocast("cpu", dtype=torch.float16):\n' in mutants["swap-autocast-dtype"]
+    assert 'scaler = torch.cuda.amp.GradScaler()  # on the CPU\n' in mutants["deprecated-cuda-scaler"]
     # an unwrapped block keeps its comments, one level out
     assert "    # forward\n    out = model(torch.ones(1, 2))  # bfloat16\n" in mutants["drop-autocast"]
     # a moved statement keeps its text

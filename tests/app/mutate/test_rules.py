@@ -100,6 +100,15 @@ loss = torch.tensor(2.0)
 print(scaler.scale(loss).item(), scaler.get_scale())
 """
 
+BASELINE = """\
+import torch
+
+use_amp = False
+with torch.autocast("cpu", enabled=use_amp):
+    y = torch.nn.Linear(2, 2)(torch.ones(1, 2))
+print(y.dtype)
+"""
+
 REGION = """\
 import torch
 
@@ -218,6 +227,9 @@ CASES = [
     Case("scaler-disabled", SCALE_OF, 'GradScaler("cpu")', 'GradScaler("cpu", enabled=False)', disabled),
     Case("swap-scaler-device", SCALE_OF, 'GradScaler("cpu")', 'GradScaler("cuda")', disabled_for_want_of_cuda,
          cpu_only=True),
+    Case("deprecated-cuda-scaler", SCALE_OF, 'torch.amp.GradScaler("cpu")', "torch.cuda.amp.GradScaler()",
+         disabled_for_want_of_cuda, cpu_only=True),
+    Case("drop-enabled-flag", BASELINE, ", enabled=use_amp)", ")", prints("torch.bfloat16\n")),
     Case("drop-autocast", REGION,
          'with torch.autocast("cpu", dtype=torch.bfloat16):\n    # the forward pass\n    y = layer(torch.ones(1, 4))\n',
          "# the forward pass\ny = layer(torch.ones(1, 4))\n", prints("torch.float32\n")),
@@ -291,6 +303,9 @@ NEAR_MISSES = {
                       "w.sum().backward()\nopt.step()\n",
     "scaler-disabled": "import torch\nscaler = torch.amp.GradScaler('cpu', enabled=False)\n",
     "swap-scaler-device": "import torch\ndevice = 'cpu'\nscaler = torch.amp.GradScaler(device)\n",
+    "deprecated-cuda-scaler": "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
+    "drop-enabled-flag": "import torch\nscaler = torch.amp.GradScaler('cpu', enabled=True)\n"
+                         "with torch.autocast('cpu'):\n    pass\n",
     "drop-autocast": "import torch\nwith torch.no_grad():\n    y = torch.ones(2) * 2\n",
     "swap-autocast-dtype": "import torch\nwith torch.autocast('cpu', dtype=torch.float32):\n    pass\n"
                            "def f(device):\n    with torch.autocast(device):\n        pass\n",
