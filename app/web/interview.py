@@ -25,7 +25,7 @@ from app.interview.report import progress, report
 from app.proofs import Proof
 from app.public_question import title_of
 from app.web.deps import State
-from app.web.errors import AppError, NotFound, run_refusal
+from app.web.errors import AppError, NotFound
 from app.web.render import page
 from app.web.state import WebState
 from app.web.studio.auth import Instructor
@@ -177,17 +177,9 @@ async def _run(
         raise NotFound("This interview is over.")
     if current.prediction is None:
         return None, NotYet()
-    too_long = state.code_too_long(code)
-    if too_long is not None:
-        return None, too_long
-    try:
-        result = await state.run_queue.run(code, explain=True, owners=state.owners(request))
-    except Exception as exc:
-        refusal = run_refusal(exc)
-        if refusal is None:
-            raise
+    run, refusal = await state.learner_run(request, code)
+    if run is None:
         return None, refusal
-    run = result.to_dict()
     await _record(
         request, state, interview, "run", entries.ran(_question(state, interview, current.id), code, run)
     )

@@ -6,16 +6,14 @@ asks for only the result panel (`/run/panel`), rendered by the same template.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 
 from app.public_question import title_of
 from app.web.deps import Learner, State
-from app.web.errors import AppError, run_refusal
 from app.web.render import page
-from app.web.state import WebState
 
 router = APIRouter(include_in_schema=False)
 
@@ -47,23 +45,6 @@ async def playground(
     )  # fmt: skip
 
 
-async def _run(
-    state: WebState, request: Request, code: str, explain: bool
-) -> tuple[dict[str, Any] | None, AppError | None]:
-    """Runs playground code; a refusal (too long, too busy) is returned to show on the page."""
-    too_long = state.code_too_long(code)
-    if too_long is not None:
-        return None, too_long
-    try:
-        result = await state.run_queue.run(code, explain=explain, owners=state.owners(request))
-    except Exception as exc:
-        refusal = run_refusal(exc)
-        if refusal is None:
-            raise
-        return None, refusal
-    return result.to_dict(), None
-
-
 @router.post("/run")
 async def playground_run(
     request: Request,
@@ -73,7 +54,7 @@ async def playground_run(
     source: Annotated[str | None, Form(max_length=80)] = None,
 ) -> Response:
     """The no-JavaScript Run: the whole page again, with the result under the editor."""
-    run, error = await _run(state, request, code, explain)
+    run, error = await state.learner_run(request, code, explain)
     loaded = state.bank.question(source) if source else None
     response = await page(
         state, request, "playground.html", status_code=error.status if error else 200, code=code,
@@ -91,7 +72,7 @@ async def playground_panel(
     explain: Annotated[bool, Form()] = False,
 ) -> Response:
     """What app.js asks for: only the result panel, rendered by the same template as the page."""
-    run, error = await _run(state, request, code, explain)
+    run, error = await state.learner_run(request, code, explain)
     response = await page(
         state, request, "_run_panel.html", status_code=error.status if error else 200,
         run=run, run_message=error.message if error else None,

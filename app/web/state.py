@@ -26,7 +26,7 @@ from app.question_runs import QuestionRuns
 from app.run_queue import RunQueue
 from app.settings import Settings
 from app.store import Attempt, Store, utcnow
-from app.web.errors import NotFound, NotGraded, PayloadTooLarge, run_refusal
+from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 
 log = logging.getLogger("ampquiz.web")
 
@@ -85,6 +85,23 @@ class WebState:
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
         q = loaded.question
         return choice_order(q, learner) if isinstance(q, MultipleChoiceQuestion) else None
+
+    async def learner_run(
+        self, request: Request, code: str, explain: bool = True
+    ) -> tuple[dict[str, Any] | None, AppError | None]:
+        """A learner's own code (the playground, an interview), run in their share of the queue;
+        a refusal (too long, no room, sandbox down) is returned to show on the page."""
+        too_long = self.code_too_long(code)
+        if too_long is not None:
+            return None, too_long
+        try:
+            result = await self.run_queue.run(code, explain=explain, owners=self.owners(request))
+        except Exception as exc:
+            refusal = run_refusal(exc)
+            if refusal is None:
+                raise
+            return None, refusal
+        return result.to_dict(), None
 
     async def question_run(self, loaded: LoadedQuestion) -> tuple[dict[str, Any] | None, str | None]:
         """The question's run (shared by every learner) as a dict, or why there is none right now."""
