@@ -201,17 +201,24 @@ class Prover:
                 await self._task
 
     async def _forever(self) -> None:
+        seen: tuple[int, int, int] | None = None
         while True:
             todo: list[LoadedQuestion] = []
             try:
                 bank, records = self.current()
-                todo = self.book.to_prove(bank, records)
+                # Looking for work means a proof per question: do it only when something changed
+                # (a new bank, new records, or a proof made here), never on every tick.
+                now = (id(bank), id(records), self.book.version)
+                if now != seen:
+                    todo = self.book.to_prove(bank, records)
+                    seen = now if not todo else None
                 for loaded in todo:
                     await self.prove(loaded)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not stop every later proof: log it, go on
                 log.exception("proving the bank failed; trying again shortly")
+                seen = None
                 await asyncio.sleep(2)
             await asyncio.sleep(self.idle_s if not todo else 0)
 
