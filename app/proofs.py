@@ -29,6 +29,7 @@ from app.run_queue import RunQueue
 from app.verify.check import KeyCheck, check, skip_reason
 from app.verify.record import Record, Verification, is_stale, question_hash, verifications
 from sandbox import Limits, SandboxError
+from sandbox.result import TRANSIENT
 
 log = logging.getLogger("ampquiz.proofs")
 
@@ -36,7 +37,6 @@ GRADEABLE = {"conceptual", "proved", "elsewhere"}
 PROVE_LIMITS = Limits(wall_s=60, cpu_s=60)
 """As `ampquiz verify` runs keys: generous, so a slow host never mistakes slowness for a wrong key."""
 _RETRIES = 3
-_TRANSIENT = {"timeout", "killed", "memory"}
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ class Prover:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
             await asyncio.sleep(2)
             return
-        if run.status in _TRANSIENT:
+        if run.status in TRANSIENT:
             self.book.transient_failure(loaded, run.message or run.status)
             return
         checked = check(loaded, run, self.book.device)

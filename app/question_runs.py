@@ -11,11 +11,10 @@ from typing import Any
 from app.bank.load import LoadedQuestion
 from app.run_queue import RunQueue
 from sandbox import RunResult
+from sandbox.result import TRANSIENT
 
 log = logging.getLogger("ampquiz.question_runs")
 
-# A question's run is kept unless it ended for a reason that may not happen next time.
-_TRANSIENT = {"killed", "timeout", "memory"}
 
 Key = tuple[str, str | None]
 
@@ -26,7 +25,8 @@ def device_of(loaded: LoadedQuestion) -> str | None:
 
 
 class QuestionRuns:
-    """Each question's run, run once through the queue and then kept in memory."""
+    """Each question's run, run once through the queue and then kept in memory (unless it ended
+    in a way that may not happen next time: `sandbox.result.TRANSIENT`)."""
 
     def __init__(self, queue: RunQueue) -> None:
         self.queue = queue
@@ -52,7 +52,7 @@ class QuestionRuns:
 
             def keep(fut: asyncio.Future[RunResult]) -> None:
                 self._pending.pop(key, None)
-                if not fut.cancelled() and fut.exception() is None and fut.result().status not in _TRANSIENT:
+                if not fut.cancelled() and fut.exception() is None and fut.result().status not in TRANSIENT:
                     self._cache[key] = fut.result()
 
             pending.add_done_callback(keep)

@@ -15,6 +15,10 @@ Status = Literal["ok", "error", "timeout", "memory", "output_limit", "killed", "
 
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable")
 
+TRANSIENT: frozenset[str] = frozenset({"timeout", "memory", "killed"})
+"""How a run may end for a reason of the moment (a busy host, a neighbour's memory): the same
+code run again may not end this way, so such a result is neither kept nor taken as proof."""
+
 NEEDS_CUDA = "{subject} needs a CUDA GPU; this server has none."
 """The one wording of an `unavailable` run: CUDA asked for where there is none (never faked)."""
 
