@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from sandbox.explain.iterations import IterationLog
 from sandbox.explain.report import ScalerEvent
 from sandbox.frames import traceback_line
 
@@ -118,12 +119,7 @@ class ScalerMonitor:
         self.line_now = line_now
         self.tracer = tracer
         self.filename = filename
-        self._events: list[ScalerEvent] = []
-        self._pending: list[dict[str, Any]] = []
-        """Events of the iteration under way (since the last update())."""
-        self._last_keys: list[tuple[Any, ...]] | None = None
-        self._last_block: list[dict[str, Any]] = []
-        self.truncated = False
+        self._log = IterationLog(MAX_EVENTS)
         self.errors: list[tuple[BaseException, dict[str, Any]]] = []
         self._saved: list[tuple[type, str, Any]] = []
         self._hook: Any = None
@@ -164,43 +160,18 @@ class ScalerMonitor:
             self._hook.remove()
             self._hook = None
 
-    # event log
-
-    # Events are folded in time order: an iteration (the events up to and including an update())
-    # that repeats the one before it exactly adds to that one's counts, so a 1000-step loop with a
-    # steady scale is one block "×1000"; a skipped step, a new scale or a misuse starts a new
-    # block where it happened. Within an iteration, the same event twice in a row folds too.
+    # event log (folded in time order: see sandbox.explain.iterations)
 
     @property
     def events(self) -> list[ScalerEvent]:
-        if self._pending:
-            self._close_iteration()
-        return self._events
+        return self._log.events
+
+    @property
+    def truncated(self) -> bool:
+        return self._log.truncated
 
     def add(self, event: dict[str, Any]) -> None:
-        self._pending.append(event)
-        if event.get("event") == "update":
-            self._close_iteration()
-
-    def _close_iteration(self) -> None:
-        keys = [tuple(e.items()) for e in self._pending]  # each kind is built with its keys in one order
-        if keys == self._last_keys:
-            for entry in self._last_block:
-                entry["count"] += 1
-        else:
-            block: list[dict[str, Any]] = []
-            for event, key in zip(self._pending, keys):
-                if block and key == tuple((k, v) for k, v in block[-1].items() if k != "count"):
-                    block[-1]["count"] += 1
-                    continue
-                if len(self._events) >= MAX_EVENTS:
-                    self.truncated = True
-                    break
-                entry = {**event, "count": 1}
-                block.append(entry)
-                self._events.append(entry)
-            self._last_keys, self._last_block = keys, block
-        self._pending = []
+        self._log.add(event)
 
     # scaled-loss tracking, fed by the tracer
 
