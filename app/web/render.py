@@ -250,6 +250,11 @@ def ms(value: Any) -> str:
     return f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
 
 
+def letter(position: int) -> str:
+    """How a choice at a 0-based position is labelled: A to J, then numbers (11, 12, …)."""
+    return "ABCDEFGHIJ"[position] if 0 <= position < 10 else str(position + 1)
+
+
 def percent(part: int, whole: int) -> str:
     return f"{round(100 * part / whole)}%" if whole else "—"
 
@@ -278,6 +283,7 @@ def make_templates() -> Jinja2Templates:
         as_list=as_list,
         ms=ms,
         what_happened=what_happened,
+        letter=letter,
     )
     env.globals.update(
         static_version=_static_version(), status_labels=STATUS_LABELS, percent=percent
