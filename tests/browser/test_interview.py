@@ -8,46 +8,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
+from tests.support.browser import reload_until_open
 from tests.support.cli import REPO
 from tests.support.server import Server
 
 LIVE_MS = 1000
 """How soon the interviewer's page must show what the candidate just did."""
 PO, MC = "linear-dtype-under-autocast", "gradscaler-skips-inf-step"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    srv = Server(tmp_path)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _sign_in_link(server: Server, name: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "instructor", "add", name, "--url", server.url],
-        env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    return out.stdout.strip()
-
-
-def _until_gradeable(page: Page, label: str) -> None:
-    """A question is shown while its key is proved on load (a second or two): reload until then."""
-    for _ in range(60):
-        if page.get_by_text(label).count():
-            return
-        page.wait_for_timeout(500)
-        page.reload()
-    expect(page.get_by_text(label)).to_be_visible()
 
 
 def test_an_interviewer_watches_a_candidate_live(
@@ -58,7 +30,7 @@ def test_an_interviewer_watches_a_candidate_live(
     host_ctx.set_default_timeout(30_000)
     host = host_ctx.new_page()
     host.on("pageerror", lambda exc: errors.append(str(exc)))
-    host.goto(_sign_in_link(server, "ada"))
+    host.goto(server.instructor_link("ada"))
     host.get_by_role("button", name="Sign in").click()
     host.goto("/studio/interviews/new")
     host.locator(f'input[value="{PO}"]').check()
@@ -79,7 +51,7 @@ def test_an_interviewer_watches_a_candidate_live(
     cand.goto(candidate_url)
     expect(po.locator("[data-state]")).to_contain_text("opened at", timeout=LIVE_MS)
     expect(cand.locator("[data-time-left]")).to_contain_text(":")
-    _until_gradeable(cand, "How sure are you?")
+    reload_until_open(cand, "How sure are you?")
 
     # predict, with a confidence
     cand.get_by_label("What will it print?").fill("torch.bfloat16\ntorch.float32")
@@ -120,7 +92,7 @@ def test_an_interviewer_watches_a_candidate_live(
         "Live: updates appear as they happen.", timeout=15_000
     )
     cand.reload()
-    _until_gradeable(cand, "How sure are you?")
+    reload_until_open(cand, "How sure are you?")
     cand.get_by_text("the step is skipped and the scale is halved").click()
     cand.get_by_label("95 %").check()
     cand.get_by_role("button", name="Lock in my prediction").click()
@@ -183,7 +155,7 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Serv
         checked = {}
         if scheme == "light":  # before and after the prediction; the dark pass sees it answered
             page.goto(candidate_url)
-            _until_gradeable(page, "How sure are you?")
+            reload_until_open(page, "How sure are you?")
             checked["candidate"] = candidate_url
             assert overflow(page) <= 0 and axe_violations(page) == [], axe_violations(page)
             page.get_by_label("What will it print?").fill("torch.float32")

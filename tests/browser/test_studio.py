@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +14,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.support.cli import REPO, ampquiz
+from tests.support.browser import reload_until_open
+from tests.support.cli import ampquiz
 from tests.support.planted import wrong_key_set
 from tests.support.server import BANK, Server
 
@@ -47,19 +46,11 @@ def studio(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
         server.stop()
 
 
-def sign_in_link(server: Server, name: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "instructor", "add", name, "--url", server.url],
-        env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    return out.stdout.strip()
-
-
 def test_an_instructor_authors_a_question_a_learner_then_answers(
     browser: Browser, studio: tuple[Server, Path], shots: Path
 ) -> None:
     server, bank = studio
-    link = sign_in_link(server, "ada")
+    link = server.instructor_link("ada")
     assert link.startswith(server.url + "/studio/sign-in/")
     context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(30_000)
@@ -112,12 +103,7 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     learner.set_default_timeout(30_000)
     lp = learner.new_page()
     lp.goto("/questions/studio-made")
-    for _ in range(60):  # served at once; being proved for a moment: the page says to reload
-        if lp.get_by_label("What does it print?").count():
-            break
-        expect(lp.locator(".notice", has_text="being checked")).to_be_visible()
-        lp.wait_for_timeout(500)
-        lp.reload()
+    reload_until_open(lp, "What does it print?", waiting="being checked")  # served at once, then proved
     expect(lp.get_by_label("What does it print?")).to_be_visible()
     lp.get_by_label("What does it print?").fill("torch.bfloat16")
     lp.get_by_role("button", name="Check answer").click()
@@ -137,7 +123,7 @@ def test_a_learner_cannot_use_the_studio_api(studio: tuple[Server, Path]) -> Non
                            ("/studio/api/run", {"name": "x.yaml", "text": "", "question_id": "x"})]:  # fmt: skip
             r = c.post(path, json=body)
             assert r.status_code == 403 and r.json()["ok"] is False, path
-        spent = sign_in_link(server, "bob").rsplit("/", 1)[1]
+        spent = server.instructor_link("bob").rsplit("/", 1)[1]
         assert c.post(f"/studio/sign-in/{spent}").status_code == 303
         again = c.post(f"/studio/sign-in/{spent}")
         assert again.status_code == 403 and "works once" in again.text  # a link works once

@@ -69,6 +69,14 @@ class Server:
             self.proc.wait()
         self.proc = None
 
+    def instructor_link(self, name: str) -> str:
+        """`ampquiz instructor add NAME` against this server's database: its one-time sign-in link."""
+        out = subprocess.run(
+            [sys.executable, "-m", "app.cli", "instructor", "add", name, "--url", self.url],
+            env=self.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+
     def restart(self) -> None:
         self.stop()
         self.start()
