@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
 from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, regrade
 from app.public_question import excerpt, title_of
@@ -70,9 +71,13 @@ async def set_page(set_id: str, request: Request, state: State, learner: Learner
 
 
 def _question_context(state: WebState, learner: str, question_id: str) -> dict[str, Any]:
-    loaded = state.question(question_id)
-    bank = state.bank
-    loaded_set = bank.set(loaded.set_id)
+    return question_context(state, learner, state.question(question_id))
+
+
+def question_context(state: WebState, learner: str, loaded: LoadedQuestion) -> dict[str, Any]:
+    """What question.html shows of a question to a learner (the studio's preview uses it too, for
+    a question not in the bank yet: then it stands alone, without its set)."""
+    loaded_set = state.bank.set(loaded.set_id) if state.bank.question(loaded.id) is loaded else None
     siblings = loaded_set.questions if loaded_set else [loaded]
     index = next((i for i, q in enumerate(siblings) if q.id == loaded.id), 0)
     q = loaded.question

@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, Response
 
 from app.bank import edit
 from app.bank.load import LoadedQuestion, load_text, question_files
-from app.bank.schema import MultipleChoiceQuestion
-from app.grading import grade, multiple_answers
+from app.grading import grade
 from app.verify.check import check
 from app.web.deps import State
 from app.web.errors import AppError, NotFound, run_refusal
+from app.web.pages import question_context
 from app.web.render import page
 from app.web.state import WebState
 from app.web.studio.auth import Instructor
@@ -141,17 +141,11 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
     """The question exactly as a learner sees it, from the unsaved text: before answering, or
     after a right answer (with the run of its code)."""
     q = _question(name, text, question_id)
-    context: dict[str, Any] = {
-        "loaded": q, "q": q.question, "title": q.question.title or q.id, "s": None, "position": 1, "count": 1,
-        "prev": None, "next": None, "status": "new", "proof": state.proof(q), "verification": state.proof(q).badges,
-        "multiple": isinstance(q.question, MultipleChoiceQuestion) and multiple_answers(q.question),
-        "order": list(range(len(getattr(q.question, "choices", [])))), "submit_id": "preview",
-        "shown_at": "0", "tolerance_text": "", "needs_cuda": False, "preview": True,
-    }  # fmt: skip
+    context = {**question_context(state, "", q), "submit_id": "preview", "preview": True}
     if answered:
         key = getattr(q.question, "answer", None)
         picked = [i for i, c in enumerate(getattr(q.question, "choices", [])) if c.correct]
-        graded = grade(q, picked=picked, output=key) if key is None else grade(q, output=key)
+        graded = grade(q, picked=picked, order=context["order"]) if key is None else grade(q, output=key)
         run, message = await state.question_run(q)
         context.update(outcome=graded, run=run, run_message=message)
     return await page(state, request, "question.html", **context)
