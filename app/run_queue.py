@@ -1,7 +1,7 @@
 """The web's bounded, fair queue in front of the sandbox: runs snippets without blocking the event loop.
 
-`Sandbox.run` blocks a thread while the snippet runs, so the queue hands runs to a thread pool as
-wide as the sandbox (the server's event loop never waits). Up to `queue` more runs wait their turn;
+Runs go to a `Runs` backend (app.runs: the local pool, a pool shared by this host's web
+processes, or remote workers), at most `workers` at once. Up to `queue` more runs wait their turn;
 beyond that `QueueFull` says when to come back (the web turns it into 429 + Retry-After), instead
 of letting waiting requests pile up without bound. No FastAPI here.
 
@@ -16,26 +16,11 @@ import heapq
 import itertools
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
+from app.runs import Runs
 from sandbox import Limits, RunResult
-
-
-class Pool(Protocol):
-    """What the queue needs of a sandbox: the local pool, or a client of remote workers."""
-
-    environment: dict[str, Any]
-
-    def run(
-        self,
-        code: str,
-        limits: Limits | None = None,
-        *,
-        explain: bool = False,
-        device: str | None = None,
-    ) -> RunResult: ...
 
 
 class QueueFull(Exception):
@@ -81,7 +66,7 @@ class RunQueue:
 
     def __init__(
         self,
-        pool: Pool,
+        pool: Runs,
         *,
         workers: int,
         queue: int,
@@ -94,7 +79,6 @@ class RunQueue:
         self.queue = queue
         self.limits = limits
         self.caps = {"learner": per_learner, "address": per_address}
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-run")
         self._in_flight = 0
         """Admitted runs of every lane, running or waiting."""
         self._learners_in_flight = 0
@@ -114,7 +98,7 @@ class RunQueue:
 
     @property
     def has_cuda(self) -> bool:
-        return self.pool.environment.get("device_kind") == "cuda"
+        return "cuda" in self.pool.devices()
 
     @property
     def has_idle_worker(self) -> bool:
@@ -122,9 +106,6 @@ class RunQueue:
 
     def load(self) -> Load:
         return Load(self.workers, self.queue, self._in_flight)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def retry_after_s(self) -> int:
         return retry_after_s(self._learners_in_flight, self.workers + self.queue, self.workers, self._mean_s)
@@ -180,8 +161,9 @@ class RunQueue:
         class). `subject` names the code in the answer a CUDA-only snippet gets on a host without
         a GPU; `owners` ("learner:<id>", "address:<ip>") are whose share a learner's run uses.
         A background run (proving a key) should wait for `spare_worker()` first."""
-        if device == "cuda" and not self.has_cuda:
-            return RunResult.needs_cuda(self.pool.environment, subject)  # at once: no worker needed
+        refused = self.pool.refusal(device, subject)
+        if refused is not None:
+            return refused  # at once: nothing online can run it, so no place in the queue either
         self._admit(lane, owners)
         self._in_flight += 1
         self._learners_in_flight += lane == "learner"
@@ -194,9 +176,7 @@ class RunQueue:
                 await self._worker_slot(lane)
                 try:
                     started = time.perf_counter()
-                    result = await asyncio.get_running_loop().run_in_executor(
-                        self._executor, lambda: self.pool.run(code, chosen, explain=explain, device=device)
-                    )
+                    result = await self.pool.run(code, chosen, explain=explain, device=device)
                     held = time.perf_counter() - started
                     return result
                 finally:

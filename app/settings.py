@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ENV_PREFIX = "AMPQUIZ_"
 SECRET_FILE = "secret_key"
@@ -63,8 +63,23 @@ class Settings(BaseModel):
     run_wall_s: float = Field(
         10.0, gt=0, le=300, description="Wall-time limit of one snippet run, in seconds."
     )
+    workers_url: str = Field(
+        "",
+        description="Where snippets run. Empty: a sandbox pool inside the server (the default). "
+        "`nats://HOST:PORT`: sandbox workers on other machines (`ampquiz worker`, same variable), "
+        "fed through NATS JetStream; the server then starts no sandbox and may run as several "
+        "processes. (`unix://PATH` is what `serve --processes` uses between its own processes.)",
+    )
     host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
+
+    @field_validator("workers_url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        url = url.strip()
+        if url and not url.startswith(("nats://", "tls://", "unix://")):
+            raise ValueError("must be empty (a local sandbox pool), nats://HOST:PORT or tls://HOST:PORT")
+        return url
 
     @classmethod
     def env_name(cls, field: str) -> str:

@@ -1,10 +1,25 @@
-"""`ampquiz serve [--host H] [--port P]`: the web app under uvicorn, configured by `AMPQUIZ_*`."""
+"""`ampquiz serve [--host H] [--port P] [--processes N]`: the web app under uvicorn, configured by
+`AMPQUIZ_*`.
+
+With several processes (the default: one per core) the processes share one port, and one sandbox
+pool: this process starts it (`app.runs.pool_host`) before uvicorn spawns them, and hands them its
+socket as `AMPQUIZ_WORKERS_URL`. With `AMPQUIZ_WORKERS_URL=nats://…` no sandbox starts here at all.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+
+
+def default_processes() -> int:
+    """One web process per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -21,19 +36,43 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(settings)
-    print(
-        f"ampquiz: serving on http://{settings.host}:{settings.port}/ (Ctrl+C stops)",
-        file=sys.stderr,
-    )
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        access_log=not args.no_access_log,
-        timeout_graceful_shutdown=5,
-    )
+    processes = args.processes or default_processes()
+    common = {
+        "host": settings.host, "port": settings.port, "log_level": args.log_level,
+        "access_log": not args.no_access_log, "timeout_graceful_shutdown": 5,
+    }  # fmt: skip
+    where = f"{processes} processes" if processes > 1 else "1 process"
+    print(f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)", file=sys.stderr)
+    if processes == 1:
+        uvicorn.run(create_app(settings), **common)
+        return 0
+    return _serve_processes(settings, processes, common)
+
+
+def _serve_processes(settings: object, processes: int, common: dict) -> int:
+    """uvicorn's process manager spawns the web processes; each builds its app from the
+    environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there first."""
+    import uvicorn
+
+    from app.runs.pool_host import PoolHost
+    from app.settings import Settings
+    from app.store import Store
+
+    assert isinstance(settings, Settings)
+    # Made once here, not raced by N processes: the cookie key file and the database's tables.
+    os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()
+    Store(settings.database_url).close()
+    host = None
+    if not settings.workers_url:
+        host = PoolHost.for_settings(settings).start()
+        os.environ[Settings.env_name("workers_url")] = host.url
+    for name in ("host", "port"):  # flags given on the command line reach the processes too
+        os.environ[Settings.env_name(name)] = str(getattr(settings, name))
+    try:
+        uvicorn.run("app.web.factory:create_app", factory=True, workers=processes, **common)
+    finally:
+        if host is not None:
+            host.close()
     return 0
 
 
@@ -62,4 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="log level",
     )
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    p.add_argument(
+        "--processes", type=int, default=None, metavar="N",
+        help="web processes sharing the port and one sandbox pool (default: one per core)",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_serve)

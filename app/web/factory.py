@@ -1,13 +1,12 @@
 """`create_app(settings)` builds the FastAPI app: pages, JSON API, static files, middleware.
 
-The app's lifespan starts one sandbox pool (unless a test passes its own) and hides the database
-folder from snippets. Everything the app holds lives on `app.state.web` (a `WebState`), never at
+The app's lifespan opens where runs go (`app.runs`: by default one sandbox pool in this process,
+which hides the database folder from snippets), unless a test passes its own. Everything the app holds lives on `app.state.web` (a `WebState`), never at
 module level, so tests build variants side by side.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +20,9 @@ from fastapi.staticfiles import StaticFiles
 from app.live_bank import LiveBank
 from app.proofs import ProofBook, Prover
 from app.question_runs import QuestionRuns
-from app.run_queue import Pool, RunQueue
+from app.run_queue import RunQueue
+from app.runs import Runs, open_runs
+from app.runs.local import LocalRuns
 from app.settings import Settings
 from app.store import Store, utcnow
 from app.web import api, health, interview, pages, playground, review_session, studio
@@ -46,10 +47,11 @@ Every error has the shape `{"ok": false, "error": "message", "status": 404}`.
 def create_app(
     settings: Settings | None = None,
     *,
-    sandbox: Pool | None = None,
+    sandbox: Any = None,
     clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
-    """Builds the app. `sandbox`: an already started pool to share (tests); `clock`: for reviews."""
+    """Builds the app. `sandbox`: an already started `Sandbox` or `Runs` to share (tests; else
+    the backend `settings.workers_url` names is opened); `clock`: for reviews."""
     settings = settings or Settings.from_env()
     store = Store(settings.database_url)
     live_bank = LiveBank(settings.bank)
@@ -57,30 +59,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        own = sandbox is None
-        pool: Any = sandbox
-        if own:
-            from sandbox import Sandbox
-
-            pool = Sandbox(
-                workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())]
-            )
-            await asyncio.to_thread(pool.start)
-            log.info(
-                "sandbox: %d workers on %s",
-                settings.sandbox_workers,
-                pool.environment.get("device_kind"),
-            )
         from sandbox import Limits
 
+        if sandbox is None:
+            runs: Runs = await open_runs(settings)
+        else:  # a test's pool, already started: shared, never closed here
+            runs = sandbox if hasattr(sandbox, "refusal") else LocalRuns(sandbox)
         limits = Limits(wall_s=settings.run_wall_s, cpu_s=max(1, math.ceil(settings.run_wall_s)))
-        workers = int(getattr(pool, "workers", settings.sandbox_workers))
         run_queue = RunQueue(
-            pool, workers=workers, queue=settings.run_queue, limits=limits,
+            runs, workers=runs.workers, queue=settings.run_queue, limits=limits,
             per_learner=settings.run_per_learner, per_address=settings.run_per_address,
         )  # fmt: skip
         question_runs = QuestionRuns(run_queue)
-        proofs = ProofBook(pool.environment)
+        proofs = ProofBook(runs.environment)
         prover = Prover(proofs, run_queue, lambda: (live_bank.current(), live_bank.records))
         app.state.web = WebState(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
@@ -95,9 +86,8 @@ def create_app(
             live_bank.stop()
             await prover.close()
             question_runs.close()
-            run_queue.close()
-            if own:
-                await asyncio.to_thread(pool.close)
+            if sandbox is None:
+                await runs.close()
             store.close()
 
     docs_available = has_local_docs()

@@ -20,8 +20,10 @@ async def healthz(request: Request) -> Any:
         raise NotReady()
     bank = state.bank
     load = state.run_queue.load()
-    # A pool whose zygote died restarts it; until then the server is up but cannot run code.
-    sandbox_alive = bool(getattr(state.run_queue.pool, "alive", True))
+    # A pool whose zygote died restarts it, and remote workers come and go; until something can
+    # run code again, the server is up but cannot do its whole job.
+    runs = state.run_queue.pool
+    sandbox_alive = runs.alive
     database = state.store.ping()
     proofs = state.proof_summary()
     body = {
@@ -39,6 +41,8 @@ async def healthz(request: Request) -> Any:
             "in_flight": load.in_flight,
             "device_kind": state.run_queue.environment.get("device_kind"),
             "torch_version": state.run_queue.environment.get("torch_version"),
+            "devices": runs.devices(),
+            **runs.status(),
         },
     }
     # 503 when it cannot do its job, so a load balancer or a supervisor can tell.

@@ -1,0 +1,75 @@
+"""Where a run goes: the one seam between the web (and the CLI) and whatever executes snippets.
+
+Three kinds of `Runs`, chosen by `AMPQUIZ_WORKERS_URL` (`open_runs`):
+
+- empty (the embedded default): `LocalRuns`, a sandbox pool inside this process;
+- `unix:///path/to/socket`: `PoolHostRuns`, a pool in another process of this host, shared by
+  the web processes of `ampquiz serve --processes N` (`app.runs.pool_host`);
+- `nats://host:port`: `RemoteRuns`, sandbox workers on other machines (`ampquiz worker`), fed
+  through a NATS JetStream work queue (`app.runs.remote`, `app.runs.worker`).
+
+Each answers the same questions: can a run for this device be taken at all (`refusal`), run it
+(`run`, async, never blocking the event loop), where does a run with no device land
+(`environment`), how many runs may be in flight (`workers`), and what is online (`status`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sandbox import Limits, RunResult
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+DEVICES = ("cpu", "cuda")
+"""What a run may ask for; `None` means "wherever", the question's `requires: any`."""
+
+
+class Runs(Protocol):
+    workers: int
+    """Runs that may be executing at once: the web keeps no more than this many in flight."""
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        """Where a run with no device asked for lands (device kind, torch version, device name)."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """Something can run code now."""
+        ...
+
+    def devices(self) -> list[str]:
+        """The devices a run may ask for now (what the pool or the workers online have)."""
+        ...
+
+    def refusal(self, device: str | None, subject: str) -> RunResult | None:
+        """An `unavailable` result when nothing online can run on `device`, at once; else None."""
+        ...
+
+    async def run(
+        self, code: str, limits: Limits, *, explain: bool = False, device: str | None = None
+    ) -> RunResult: ...
+
+    def status(self) -> dict[str, Any]:
+        """What /healthz and `ampquiz workers` show: the kind of backend and what is online."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+async def open_runs(settings: Settings) -> Runs:
+    """The backend `settings.workers_url` names, started."""
+    url = settings.workers_url
+    if not url:
+        from app.runs.local import LocalRuns
+
+        return await LocalRuns.start(settings)
+    if url.startswith("unix://"):
+        from app.runs.pool_host import PoolHostRuns
+
+        return await PoolHostRuns.connect(url.removeprefix("unix://"), settings)
+    from app.runs.remote import RemoteRuns
+
+    return await RemoteRuns.connect(url, settings)

@@ -1,0 +1,104 @@
+"""The two messages that cross a process or a machine: a run request and its result.
+
+Both are JSON. A result comes from another process (a pool host, or a worker on another machine
+that runs untrusted code all day), so it is a claim: `result_from_claim` checks its shape, types
+and sizes before the web believes any of it, and says plainly what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from app.runs import DEVICES
+from sandbox import Limits, RunResult
+from sandbox.result import STATUSES
+
+MAX_RESULT_BYTES = 900_000
+"""Under NATS's default 1 MB payload: a result larger than this is refused by the worker itself."""
+
+
+class BadMessage(ValueError):
+    """A request or result that is not what this protocol says; the message says what."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    id: str
+    code: str
+    limits: Limits
+    explain: bool = False
+    device: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"id": self.id, "code": self.code, "limits": self.limits.to_dict(),
+             "explain": self.explain, "device": self.device}
+        ).encode()  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes, *, max_code_bytes: int = 1_000_000) -> RunRequest:
+        data = _object(raw, "run request")
+        code, run_id, device = data.get("code"), data.get("id"), data.get("device")
+        if not isinstance(run_id, str) or not run_id or len(run_id) > 100:
+            raise BadMessage("run request: 'id' must be a short string")
+        if not isinstance(code, str) or len(code.encode()) > max_code_bytes:
+            raise BadMessage("run request: 'code' must be a string within the size limit")
+        if device is not None and device not in DEVICES:
+            raise BadMessage(f"run request: 'device' must be one of {DEVICES} or null")
+        limits = data.get("limits") or {}
+        if not isinstance(limits, dict):
+            raise BadMessage("run request: 'limits' must be an object")
+        known = Limits.__dataclass_fields__
+        try:
+            chosen = Limits(**{k: type(getattr(Limits(), k))(v) for k, v in limits.items() if k in known})
+        except (TypeError, ValueError) as exc:
+            raise BadMessage(f"run request: bad limits: {exc}") from None
+        return cls(run_id, code, chosen, bool(data.get("explain")), device)
+
+
+def encode_result(result: RunResult) -> bytes:
+    raw = json.dumps(result.to_dict()).encode()
+    if len(raw) > MAX_RESULT_BYTES:  # the explanation is what grows: keep the run, say why
+        result.explanation = None
+        result.message = (result.message + " " if result.message else "") + "(Its explanation was too large to send.)"
+        raw = json.dumps(result.to_dict()).encode()
+    return raw
+
+
+def result_from_claim(raw: bytes | dict[str, Any]) -> RunResult:
+    """A `RunResult` from what another process said, checked field by field."""
+    data = _object(raw, "run result") if isinstance(raw, bytes) else raw
+    if data.get("status") not in STATUSES:
+        raise BadMessage(f"run result: unknown status {data.get('status')!r}")
+    for name in ("stdout", "stderr", "message"):
+        if not isinstance(data.get(name, ""), str):
+            raise BadMessage(f"run result: {name!r} must be a string")
+    duration = data.get("duration_ms", 0.0)
+    if not isinstance(duration, int | float) or not math.isfinite(duration) or duration < 0:
+        raise BadMessage("run result: 'duration_ms' must be a non-negative number")
+    exc, warnings, env = data.get("exception"), data.get("warnings", []), data.get("environment", {})
+    if exc is not None and not (isinstance(exc, dict) and all(isinstance(exc.get(k), str) for k in ("type", "message", "traceback"))):
+        raise BadMessage("run result: 'exception' must have type, message and traceback")
+    if not isinstance(warnings, list) or not all(isinstance(w, dict) and isinstance(w.get("message"), str) for w in warnings):
+        raise BadMessage("run result: 'warnings' must be a list of warnings")
+    if not isinstance(env, dict) or not all(isinstance(v, str | list | type(None)) for v in env.values()):
+        raise BadMessage("run result: 'environment' must be an object of strings")
+    if data.get("explanation") is not None and not isinstance(data["explanation"], dict):
+        raise BadMessage("run result: 'explanation' must be an object")
+    try:
+        return RunResult.from_dict(data)
+    except (TypeError, KeyError) as exc:
+        raise BadMessage(f"run result: {exc}") from None
+
+
+def _object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadMessage(f"{what}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadMessage(f"{what}: not a JSON object")
+    return data

@@ -1,0 +1,192 @@
+"""One sandbox pool shared by the web processes of one host (`ampquiz serve --processes N`).
+
+`PoolHost` runs in the `serve` parent: it owns the `Sandbox` and answers on a Unix socket in a
+private folder (mode 0700, and outside anything a snippet can see). Each web process reaches it
+with `PoolHostRuns`, so memory does not grow with the processes: one zygote, one set of prepared
+runners. Frames are a 4-byte big-endian length and a JSON body (`app.runs.messages`); a
+connection carries one run at a time, and a client keeps a few open for reuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import struct
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.runs.local import local_worker_status
+from app.runs.messages import BadMessage, RunRequest, encode_result, result_from_claim
+from sandbox import Limits, RunResult, Sandbox
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+log = logging.getLogger("ampquiz.runs")
+_HEADER = struct.Struct(">I")
+MAX_FRAME = 4 << 20
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _send_frame(sock: socket.socket, body: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+class PoolHost:
+    """The pool and its socket; `start()` returns once runs can be taken, `close()` ends both."""
+
+    def __init__(self, pool: Sandbox) -> None:
+        self.pool = pool
+        self.folder = Path(tempfile.mkdtemp(prefix="ampquiz-pool-"))  # 0700: only this user
+        self.path = self.folder / "pool.sock"
+        self._listener: socket.socket | None = None
+        self._closing = threading.Event()
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> PoolHost:
+        return cls(Sandbox(workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())]))
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.path}"
+
+    def start(self) -> PoolHost:
+        self.pool.start()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.path))
+        listener.listen(256)
+        self._listener = listener
+        threading.Thread(target=self._accept, name="pool-host", daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
+            self._listener.close()
+        self.pool.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+            self.folder.rmdir()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="pool-host-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                header = _recv_exact(conn, _HEADER.size)
+                if header is None:
+                    return
+                (size,) = _HEADER.unpack(header)
+                body = _recv_exact(conn, size) if size <= MAX_FRAME else None
+                if body is None:
+                    return
+                _send_frame(conn, self._answer(body))
+
+    def _answer(self, body: bytes) -> bytes:
+        if body == b'"status"':
+            return json.dumps({"environment": self.pool.environment, "worker": local_worker_status(self.pool, "pool host")}).encode()
+        try:
+            request = RunRequest.decode(body)
+        except BadMessage as exc:
+            return json.dumps({"error": str(exc)}).encode()
+        try:
+            result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
+        except Exception as exc:  # the pool itself failed (SandboxError): the client raises it
+            log.error("pool host: run failed: %s", exc)
+            return json.dumps({"error": f"the sandbox failed: {exc}"}).encode()
+        return encode_result(result)
+
+
+class PoolHostRuns:
+    """A web process's view of the host's shared pool (a `Runs`)."""
+
+    def __init__(self, path: str, status: dict[str, Any]) -> None:
+        self.path = path
+        self._status = status
+        self.workers = int(status["worker"]["slots"])
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._ids = 0
+
+    @classmethod
+    async def connect(cls, path: str, settings: Settings | None = None) -> PoolHostRuns:
+        runs = cls(path, {"worker": {"slots": 1}})
+        runs._status = json.loads(await runs._call(b'"status"'))
+        runs.workers = int(runs._status["worker"]["slots"])
+        return runs
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return self._status["environment"]
+
+    @property
+    def alive(self) -> bool:
+        return os.path.exists(self.path)
+
+    def devices(self) -> list[str]:
+        return ["cpu", "cuda"] if self.environment.get("device_kind") == "cuda" else ["cpu"]
+
+    def refusal(self, device: str | None, subject: str) -> RunResult | None:
+        if device == "cuda" and "cuda" not in self.devices():
+            return RunResult.needs_cuda(self.environment, subject)
+        return None
+
+    async def run(
+        self, code: str, limits: Limits, *, explain: bool = False, device: str | None = None
+    ) -> RunResult:
+        from sandbox import SandboxError
+
+        self._ids += 1
+        raw = await self._call(RunRequest(f"{os.getpid()}-{self._ids}", code, limits, explain, device).encode())
+        data = json.loads(raw)
+        if "error" in data:
+            raise SandboxError(data["error"])
+        try:
+            return result_from_claim(data)
+        except BadMessage as exc:
+            raise SandboxError(f"the shared sandbox pool answered nonsense: {exc}") from None
+
+    async def _call(self, body: bytes) -> bytes:
+        from sandbox import SandboxError
+
+        try:
+            reader, writer = self._idle.pop() if self._idle else await asyncio.open_unix_connection(self.path, limit=MAX_FRAME)
+            writer.write(_HEADER.pack(len(body)) + body)
+            await writer.drain()
+            (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+            answer = await reader.readexactly(size)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            raise SandboxError(f"the shared sandbox pool is not answering ({exc})") from None
+        self._idle.append((reader, writer))
+        return answer
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": "shared pool", "workers": [self._status["worker"]]}
+
+    async def close(self) -> None:
+        for _reader, writer in self._idle:
+            writer.close()
+        self._idle.clear()
