@@ -67,20 +67,28 @@ def free_port() -> int:
 
 
 def start_server(
-    workdir: Path, workers: int, queue: int, bank: Path = ROOT / "questions"
+    workdir: Path,
+    workers: int,
+    queue: int,
+    bank: Path = ROOT / "questions",
+    *,
+    database_url: str | None = None,
+    serve_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen, str]:
+    """`ampquiz serve` on a free port (a SQLite file in `workdir` unless `database_url` says
+    otherwise; `serve_args` are passed on, e.g. `--processes 2`), once /healthz answers."""
     port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "AMPQUIZ_DATABASE_URL": f"sqlite:///{workdir / 'ampquiz.db'}",
+        "AMPQUIZ_DATABASE_URL": database_url or f"sqlite:///{workdir / 'ampquiz.db'}",
         "AMPQUIZ_BANK": str(bank),
         "AMPQUIZ_PORT": str(port),
         "AMPQUIZ_SANDBOX_WORKERS": str(workers),
         "AMPQUIZ_RUN_QUEUE": str(queue),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--no-access-log", "--log-level", "warning"],
+        [sys.executable, "-m", "app.cli", "serve", "--no-access-log", "--log-level", "warning", *serve_args],
         cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -113,18 +121,22 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.cookie = b""
+        self.location = b""
+        """The last response's Location header (a redirect's target), or empty."""
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, body: bytes = b"", content_type: bytes = b"application/json"
+    ) -> tuple[int, bytes]:
         try:
-            return await self._request(method, path, body)
+            return await self._request(method, path, body, content_type)
         except (ConnectionError, asyncio.IncompleteReadError, IndexError):
             # The server closed an idle keep-alive connection (uvicorn's 5 s timeout, between
             # rounds): open a new one and send the request again, as a browser does.
             self.close()
             self.writer = None
-            return await self._request(method, path, body)
+            return await self._request(method, path, body, content_type)
 
-    async def _request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    async def _request(self, method: str, path: str, body: bytes, content_type: bytes) -> tuple[int, bytes]:
         if self.writer is None or self.writer.is_closing():
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
@@ -132,16 +144,19 @@ class Connection:
         if self.cookie:
             head += b"Cookie: " + self.cookie + b"\r\n"
         if body:
-            head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+            head += b"Content-Type: %s\r\nContent-Length: %d\r\n" % (content_type, len(body))
         self.writer.write(head + b"\r\n" + body)
         status_line = await self.reader.readline()
         status = int(status_line.split()[1])
         length = 0
+        self.location = b""
         while (header := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = header.partition(b":")
             name = name.lower()
             if name == b"content-length":
                 length = int(value)
+            elif name == b"location":
+                self.location = value.strip()
             elif name == b"set-cookie" and not self.cookie:
                 self.cookie = value.strip().split(b";")[0]
         return status, await self.reader.readexactly(length)

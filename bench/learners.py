@@ -1,0 +1,404 @@
+"""What the web tier spends per learner request, beside a bare FastAPI app, measured in one run.
+
+Starts `ampquiz serve` twice on the real bank, one on a SQLite file and one on a fresh PostgreSQL
+database (made for this run and dropped after it), and a bare FastAPI "hello" app on the same
+uvicorn. Learners, each with their own cookie on a keep-alive connection, go round with no think
+time: the question page -> answer it (a form POST, as the browser does) -> the result it
+redirects to (which shows the question's run, from the sandbox, as in production) -> the progress
+page. At 10, 50 and 200 concurrent learners, the rounds of the three servers alternate, so
+whatever else the machine does weighs on all alike. For each: server CPU per request (read from
+/proc for every process of the server: the web's own, and the sandbox's beside it), requests/s,
+p50/p99, and the ratios to the bare app and to SQLite.
+
+Before measuring, one learner walks the whole bank on each server (not measured), so every
+question's run has been made once: runs are shared by every learner and kept per question, so a
+steady class never waits for them; what the sandbox spends during the rounds is printed anyway.
+
+Targets (2-core CPU): server CPU per learner request <= 1 ms; throughput >= 0.3x the bare app's;
+p99 at 200 learners < 250 ms; PostgreSQL throughput >= SQLite's.
+Usage: `python bench/learners.py [--learners 10,50,200] [--requests 2400] [--processes N]
+[--postgres postgresql+psycopg://postgres@127.0.0.1:5432/test | --no-postgres]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# bench/http.py would shadow the standard library's `http` package: the repository root replaces
+# this file's folder on sys.path.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+import httpx
+
+from bench._stats import line, p50, percentile
+from bench.http import Connection, free_port, new_event_loop, start_server, stop_server
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def bare_app():  # noqa: ANN201 (FastAPI is imported here only, in the bare server's process)
+    """The baseline: FastAPI's smallest useful page, under the same uvicorn as ampquiz."""
+    from fastapi import FastAPI
+    from fastapi.responses import HTMLResponse
+
+    app = FastAPI()
+
+    @app.get("/")
+    async def hello() -> HTMLResponse:
+        return HTMLResponse("<!doctype html><title>hello</title><p>hello</p>")
+
+    return app
+
+
+def start_bare(processes: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    args = ["--factory", "bench.learners:bare_app", "--port", str(port), "--no-access-log", "--log-level", "warning"]
+    if processes > 1:
+        args += ["--workers", str(processes)]
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", *args], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit("the bare app did not start")
+
+
+# ---- CPU time of a server: every process under it, read from /proc -----------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def cpu_seconds(root: int) -> dict[str, float]:
+    """CPU time (user + system) of `root` and every process under it, as {"web", "sandbox"}: a
+    process whose command line names the sandbox (its zygote, and the runners forked from it)
+    counts as the sandbox's. Children already reaped count in their parent's cutime/cstime."""
+    out = {"web": 0.0, "sandbox": 0.0}
+    todo, seen = [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+        out["sandbox" if b"sandbox" in cmdline else "web"] += (utime + stime + cutime + cstime) / TICKS
+        todo += _children(pid)
+    return out
+
+
+# ---- the learners ------------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    wall: float = 0.0
+    failures: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def all(self) -> list[float]:
+        return [ms for kind in self.latencies.values() for ms in kind]
+
+    @property
+    def requests(self) -> int:
+        return len(self.all)
+
+
+def form(question: dict) -> bytes:
+    """An answer as the browser posts it: the first choice shown, or a guess at the output; half
+    the answers are wrong, so review cards are made and moved as they are for real learners."""
+    fields = [("submit_id", uuid.uuid4().hex), ("shown_at", f"{time.time():.3f}")]
+    if question["kind"] == "multiple_choice":
+        fields.append(("choice", "0"))
+    else:
+        fields.append(("output", "torch.float32"))
+    return urlencode(fields).encode()
+
+
+async def learner(conn: Connection, questions: list[dict], start: int, budget: list[int], r: Round) -> None:
+    """Question -> answer -> result -> progress, round and round, until the round's budget is spent."""
+    order = itertools.cycle(itertools.chain(questions[start:], questions[:start]))
+
+    async def timed(kind: str, method: str, path: str, body: bytes = b"", expect: int = 200) -> bytes:
+        t = time.perf_counter()
+        status, page = await conn.request(method, path, body, b"application/x-www-form-urlencoded")
+        r.latencies.setdefault(kind, []).append((time.perf_counter() - t) * 1000)
+        if status != expect:
+            r.failures += 1
+        return page
+
+    while budget[0] > 0:
+        budget[0] -= 4
+        q = next(order)
+        path = f"/questions/{q['id']}"
+        await timed("question", "GET", path)
+        await timed("answer", "POST", path, form(q), expect=303)
+        result = conn.location.decode().split("#")[0] or path
+        await timed("result", "GET", result)
+        await timed("progress", "GET", "/progress")
+
+
+class Learners:
+    """`n` learners' connections to one server, kept across rounds (as browsers keep theirs)."""
+
+    def __init__(self, url: str, n: int, questions: list[dict]) -> None:
+        parsed = httpx.URL(url)
+        self.conns = [Connection(parsed.host, parsed.port or 80) for _ in range(n)]
+        self.questions = questions
+
+    async def round(self, n: int, requests: int, pid: int) -> Round:
+        r = Round()
+        budget = [requests]
+        before = cpu_seconds(pid)
+        started = time.perf_counter()
+        step = max(1, len(self.questions) // n)
+        await asyncio.gather(*(learner(c, self.questions, (i * step) % len(self.questions), budget, r)
+                               for i, c in enumerate(self.conns[:n])))  # fmt: skip
+        r.wall = time.perf_counter() - started
+        after = cpu_seconds(pid)
+        r.cpu = {k: after[k] - before[k] for k in after}
+        return r
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+
+
+async def bare_round(conns: list[Connection], requests: int, pid: int) -> Round:
+    r = Round()
+    budget = [requests]
+    latencies: list[float] = []
+
+    async def client(conn: Connection) -> None:
+        while budget[0] > 0:
+            budget[0] -= 1
+            t = time.perf_counter()
+            status, _ = await conn.request("GET", "/")
+            latencies.append((time.perf_counter() - t) * 1000)
+            r.failures += status != 200
+
+    before = cpu_seconds(pid)
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in conns))
+    r.wall = time.perf_counter() - started
+    after = cpu_seconds(pid)
+    r.cpu = {k: after[k] - before[k] for k in after}
+    r.latencies["hello"] = latencies
+    return r
+
+
+# ---- PostgreSQL: a database of this run's own -------------------------------------------------
+
+
+def make_postgres_database(server: str) -> tuple[str, str]:
+    from sqlalchemy import create_engine, make_url, text
+
+    name = f"ampquiz_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return name, make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(server: str, name: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+def serve_args(processes: int | None) -> tuple[str, ...]:
+    if processes is None:
+        return ()
+    help_text = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--help"], cwd=ROOT,
+                               capture_output=True, text=True, check=False).stdout  # fmt: skip
+    if "--processes" not in help_text:
+        raise SystemExit("this ampquiz serve has no --processes option yet: run without --processes")
+    return ("--processes", str(processes))
+
+
+def bank_questions() -> list[dict]:
+    from app.bank import load_bank
+
+    bank = load_bank(ROOT / "questions")
+    return [{"id": q.id, "kind": q.question.kind} for q in bank.questions]
+
+
+def describe(label: str, r: Round, bare: Round | None = None, versus: Round | None = None) -> list[str]:
+    per_req = 1000 * r.cpu["web"] / max(1, r.requests)
+    sandbox = 1000 * r.cpu["sandbox"] / max(1, r.requests)
+    rate = r.requests / r.wall
+    out = [line(label, f"{rate:7.0f} req/s   p50 {p50(r.all):6.1f} ms   p99 {percentile(r.all, 99):6.1f} ms   "
+                       f"web CPU {per_req:5.2f} ms/req   sandbox CPU {sandbox:5.2f} ms/req"
+                       + (f"   {r.failures} failed" if r.failures else ""))]  # fmt: skip
+    if len(r.latencies) > 1:
+        out.append(line("", "p99 by step: " + ", ".join(f"{k} {percentile(v, 99):.0f} ms" for k, v in r.latencies.items())))
+    ratios = []
+    if bare is not None:
+        ratios.append(f"throughput {rate / (bare.requests / bare.wall):.2f}x the bare app's")
+        ratios.append(f"CPU/req {per_req / (1000 * bare.cpu['web'] / max(1, bare.requests)):.1f}x")
+    if versus is not None:
+        ratios.append(f"throughput {rate / (versus.requests / versus.wall):.2f}x SQLite's")
+    if ratios:
+        out.append(line("", "; ".join(ratios)))
+    return out
+
+
+async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen, str]],
+                  bare: tuple[subprocess.Popen, str], questions: list[dict]) -> dict[int, dict[str, Round]]:  # fmt: skip
+    most = max(args.learners)
+    learners = {name: Learners(url, most, questions) for name, (_, url) in servers.items()}
+    bare_url = httpx.URL(bare[1])
+    bare_conns = [Connection(bare_url.host, bare_url.port or 80) for _ in range(most)]
+    results: dict[int, dict[str, Round]] = {}
+    try:
+        for name, group in learners.items():  # every question's run made once, and every cookie
+            t = time.perf_counter()
+            warm = await group.round(1, 4 * len(questions), servers[name][0].pid)
+            await group.round(most, 4 * most, servers[name][0].pid)
+            print(line(f"warm-up on {name}: the bank walked once", f"{time.perf_counter() - t:5.1f} s, "
+                       f"sandbox CPU {warm.cpu['sandbox']:.1f} s, {warm.failures} failed"), flush=True)  # fmt: skip
+        await bare_round(bare_conns, 2 * most, bare[0].pid)
+        for n in args.learners:
+            rounds: dict[str, list[Round]] = {"bare": [], **{name: [] for name in learners}}
+            per = args.requests // args.rounds
+            for _ in range(args.rounds):
+                rounds["bare"].append(await bare_round(bare_conns[:n], per, bare[0].pid))
+                for name, group in learners.items():
+                    rounds[name].append(await group.round(n, per, servers[name][0].pid))
+            results[n] = {name: merge(rs) for name, rs in rounds.items()}
+            report(n, results[n])
+    finally:
+        for group in learners.values():
+            group.close()
+        for c in bare_conns:
+            c.close()
+    return results
+
+
+def merge(rounds: list[Round]) -> Round:
+    out = Round()
+    for r in rounds:
+        for kind, ms in r.latencies.items():
+            out.latencies.setdefault(kind, []).extend(ms)
+        out.wall += r.wall
+        out.failures += r.failures
+        for k, v in r.cpu.items():
+            out.cpu[k] = out.cpu.get(k, 0.0) + v
+    return out
+
+
+def report(n: int, rounds: dict[str, Round]) -> None:
+    print(f"\n{n} concurrent learners")
+    bare = rounds["bare"]
+    for text in describe("  bare FastAPI hello", bare):
+        print(text)
+    for name, r in rounds.items():
+        if name != "bare":
+            for text in describe(f"  learners on {name}", r, bare, rounds.get("SQLite") if name != "SQLite" else None):
+                print(text)
+    sys.stdout.flush()
+
+
+def verdicts(results: dict[int, dict[str, Round]]) -> None:
+    print()
+    worst_cpu = max(1000 * r.cpu["web"] / r.requests for rs in results.values() for k, r in rs.items() if k != "bare")
+    print(line("target: web CPU per learner request <= 1 ms", f"{'met' if worst_cpu <= 1 else 'MISSED'} (worst {worst_cpu:.2f} ms)"))
+    ratio = min(r.requests / r.wall / (rs["bare"].requests / rs["bare"].wall)
+                for rs in results.values() for k, r in rs.items() if k != "bare")  # fmt: skip
+    print(line("target: throughput >= 0.3x the bare app's", f"{'met' if ratio >= 0.3 else 'MISSED'} (lowest {ratio:.2f}x)"))
+    if 200 in results:
+        p99 = max(percentile(r.all, 99) for k, r in results[200].items() if k != "bare")
+        print(line("target: p99 at 200 learners < 250 ms", f"{'met' if p99 < 250 else 'MISSED'} ({p99:.0f} ms)"))
+    if all("PostgreSQL" in rs for rs in results.values()):
+        pg = min(rs["PostgreSQL"].requests / rs["PostgreSQL"].wall / (rs["SQLite"].requests / rs["SQLite"].wall)
+                 for rs in results.values())  # fmt: skip
+        print(line("target: PostgreSQL throughput >= SQLite's", f"{'met' if pg >= 1 else 'MISSED'} (lowest {pg:.2f}x)"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--learners", default="10,50,200", help="concurrent learners, comma-separated")
+    ap.add_argument("--requests", type=int, default=2400, help="requests per server at each level")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
+    ap.add_argument("--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`")
+    ap.add_argument("--postgres", default=POSTGRES, help="PostgreSQL server (a database is made there and dropped)")
+    ap.add_argument("--no-postgres", action="store_true")
+    ap.add_argument("--only", choices=["SQLite", "PostgreSQL"], help="measure one database only")
+    args = ap.parse_args()
+    args.learners = [int(n) for n in args.learners.split(",")]
+    extra = serve_args(args.processes)
+    questions = bank_questions()
+    print(f"host: {os.cpu_count()} cores; {len(questions)} questions; "
+          f"server processes: {args.processes or 'one (the default)'}; {args.requests} requests per server per level")  # fmt: skip
+
+    pg_name = None
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    bare = None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            if args.only != "PostgreSQL":
+                (Path(tmp) / "sqlite").mkdir()
+                servers["SQLite"] = start_server(Path(tmp) / "sqlite", 2, 16, serve_args=extra)
+            if not args.no_postgres and args.only != "SQLite":
+                pg_name, pg_url = make_postgres_database(args.postgres)
+                (Path(tmp) / "pg").mkdir()
+                os.environ["AMPQUIZ_SECRET_KEY"] = "b" * 40  # no SQLite folder to keep it in
+                servers["PostgreSQL"] = start_server(Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra)
+            bare = start_bare(args.processes or 1)
+            loop = new_event_loop()
+            try:
+                results = loop.run_until_complete(measure(args, servers, bare, questions))
+            finally:
+                loop.close()
+            verdicts(results)
+        finally:
+            for proc, _ in servers.values():
+                stop_server(proc)
+            if bare is not None:
+                stop_server(bare[0])
+            if pg_name is not None:
+                drop_postgres_database(args.postgres, pg_name)
+
+
+if __name__ == "__main__":
+    main()
