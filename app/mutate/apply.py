@@ -13,14 +13,14 @@ comment inside a re-rendered statement is lost; one between statements is kept.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
-import io
 import itertools
 import textwrap
-import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.mutate.quotes import double_quoted, prefers_double_quotes
 from app.mutate.rule import BLOCK_FIELDS, Rule
 from app.mutate.rules import RULES, with_variants
 from app.verify.record import mutant_hash
@@ -119,7 +119,7 @@ class _Lines:
         self.lines = code.splitlines(keepends=True)
         if self.lines and not self.lines[-1].endswith("\n"):
             self.lines[-1] += "\n"
-        self.double_quotes = _prefers_double_quotes(code)
+        self.double_quotes = prefers_double_quotes(code)
         self.originals: dict[str, ast.stmt] = {}
         """One-line statements of the original by their dump: a statement a rule moved keeps its text."""
 
@@ -127,7 +127,25 @@ class _Lines:
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt) and node.lineno == node.end_lineno:
                 self.originals.setdefault(ast.dump(node), node)
+        self.functions = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
         return self
+
+    def copied(self, stmt: ast.stmt, indent: str) -> list[str] | None:
+        """A helper's copy (`app.mutate.one_call`) in the helper's own text: its header with the
+        new name, its body kept except where the rule changed it; after a blank line."""
+        for helper in self.functions if isinstance(stmt, ast.FunctionDef) else []:
+            if stmt.name == helper.name or not stmt.name.startswith(helper.name):
+                continue
+            renamed = copy.copy(stmt)
+            renamed.name = helper.name
+            if not _recursable(helper, renamed) or self.indent([helper]) != indent:
+                continue
+            lines = self.compound(helper, renamed)
+            header = f"def {helper.name}("
+            at = next(i for i, line in enumerate(lines) if header in line)
+            lines[at] = lines[at].replace(header, f"def {stmt.name}(", 1)
+            return ["\n", *lines]
+        return None
 
     def span(self, first: int, last: int) -> list[str]:
         """Lines `first`..`last`, 1-based, inclusive."""
@@ -153,9 +171,13 @@ class _Lines:
             if moved is not None:
                 out.append(indent + self.statement(moved)[0].lstrip())
                 continue
+            copied = self.copied(stmt, indent)
+            if copied is not None:
+                out += copied
+                continue
             text = ast.unparse(stmt)
             if self.double_quotes:
-                text = _double_quoted(text)
+                text = double_quoted(text)
             out += [indent + line + "\n" for line in text.splitlines()]
         return out
 
@@ -205,7 +227,24 @@ class _Lines:
                     else:
                         out += gaps[i] + (self.spliced(old[i], new[j]) or self.rendered([new[j]], indent))
             else:
-                out += gaps[i1] + self.rendered(new[j1:j2], indent)
+                out += self.realigned(old[i1:i2], new[j1:j2], gaps[i1:i2], indent)
+        return out
+
+    def realigned(self, old: list[ast.stmt], new: list[ast.stmt], gaps: list[list[str]], indent: str) -> list[str]:
+        """Statements that changed and whose number changed too (a helper's copy inserted before
+        a changed call): paired by kind of statement, so a call whose argument changed keeps its
+        text; the rest re-rendered."""
+        out: list[str] = []
+        kinds = difflib.SequenceMatcher(None, [type(s).__name__ for s in old], [type(s).__name__ for s in new], autojunk=False)
+        for tag, i1, i2, j1, j2 in kinds.get_opcodes():
+            if tag == "equal":
+                for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+                    kept = self.compound(old[i], new[j]) if _recursable(old[i], new[j]) else self.spliced(old[i], new[j])
+                    out += gaps[i] + (kept or self.rendered([new[j]], indent))
+            elif tag == "insert":
+                out += self.rendered(new[j1:j2], indent)
+            else:
+                out += (gaps[i1] if i1 < i2 else []) + self.rendered(new[j1:j2], indent)
         return out
 
     def spliced(self, old: ast.stmt, new: ast.stmt) -> list[str] | None:
@@ -220,7 +259,7 @@ class _Lines:
             text = [line.encode() for line in lines]
             for a, b in sorted(splices, key=lambda pair: (pair[0].lineno, pair[0].col_offset), reverse=True):
                 rendered = ast.unparse(b)
-                rendered = _double_quoted(rendered) if self.double_quotes else rendered
+                rendered = double_quoted(rendered) if self.double_quotes else rendered
                 if parenthesise and not isinstance(b, _ATOMS):
                     rendered = f"({rendered})"
                 start, end = a.lineno - first, a.end_lineno - first  # type: ignore[operator]
@@ -267,36 +306,6 @@ class _Lines:
                 out += self.block(old_block, new_block, header, [])
             cursor = end + 1  # type: ignore[operator]
         return out + self.span(cursor, old.end_lineno)  # type: ignore[arg-type]
-
-
-def _strings(code: str) -> list[tokenize.TokenInfo]:
-    try:
-        return [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.STRING]
-    except (tokenize.TokenError, SyntaxError):
-        return []
-
-
-def _prefers_double_quotes(code: str) -> bool:
-    """Whether the code writes its strings in double quotes (`ast.unparse` writes single ones)."""
-    quotes = [t.string.lstrip("rRbBuUfF")[:1] for t in _strings(code)]
-    return quotes.count('"') > quotes.count("'")
-
-
-def _double_quoted(text: str) -> str:
-    """Plain single-quoted strings in double quotes, so a re-rendered line differs from the
-    original only where the rule changed it (checked by parsing, as all rendering is)."""
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    out, cursor = [], 0
-    for tok in _strings(text):
-        body = tok.string
-        plain = len(body) >= 2 and body[0] == body[-1] == "'" and not body.startswith("'" * 3)
-        if plain and '"' not in body and "\\" not in body:
-            (row, col), (end_row, end_col) = tok.start, tok.end
-            out.append(text[cursor : starts[row - 1] + col] + '"' + body[1:-1] + '"')
-            cursor = starts[end_row - 1] + end_col
-    return "".join(out) + text[cursor:]
 
 
 _ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Constant, ast.Subscript, ast.List, ast.Dict, ast.Set)

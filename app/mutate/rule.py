@@ -7,6 +7,10 @@ never text surgery): a `name` (a slug, stable: records key on it), a `title` (Ma
 `applies` and `apply` follow from `edit`. A rule applies only where its pattern is present; an
 edit that finds nothing to change leaves the tree alone and returns False.
 
+**One run only.** Where the pattern is in a helper the snippet calls twice (two training runs
+compared), the mistake made in the last call's copy of the helper only: `InLastCall(rule)`
+(`drop-scale@last-call`, in `app.mutate.one_call`), for every rule.
+
 To add a rule: one small class in `app.mutate.scaler_mistakes` or `app.mutate.autocast_mistakes`, listed in `RULES` in `app.mutate.rules`.
 
 **One place only.** A rule changes every place its pattern appears. Where it appears in two or
@@ -38,6 +42,8 @@ class Rule:
     title: ClassVar[str]
     """Markdown, completing "What if you…": e.g. "drop `scaler.update()`"."""
     explanation: ClassVar[str]
+    base: Rule | None = None
+    """The rule a variant (`OnePlace`, `InLastCall`) makes in one place only; None for a rule itself."""
 
     def edit(self, tree: ast.Module) -> bool:
         """Change `tree` in place into the mistake; True when the pattern was found (and changed)."""
