@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.runs import Runs
+from app.runs import Runs, RunsFull
 from sandbox import Limits, RunResult
 
 
@@ -176,7 +176,10 @@ class RunQueue:
                 await self._worker_slot(lane)
                 try:
                     started = time.perf_counter()
-                    result = await self.pool.run(code, chosen, explain=explain, device=device)
+                    try:
+                        result = await self.pool.run(code, chosen, explain=explain, device=device)
+                    except RunsFull:  # the bound shared by every web process (remote workers)
+                        raise QueueFull(self.retry_after_s()) from None
                     held = time.perf_counter() - started
                     return result
                 finally:

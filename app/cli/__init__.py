@@ -8,9 +8,22 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli import export, instructor, interview, lint, mutate, run, schema, serve, status, verify
+from app.cli import (
+    export,
+    instructor,
+    interview,
+    lint,
+    mutate,
+    run,
+    schema,
+    serve,
+    status,
+    verify,
+    worker,
+    workers,
+)
 
-COMMANDS = (lint, schema, export, run, verify, status, serve, instructor, interview, mutate)
+COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,11 @@ DEVICES = ("cpu", "cuda")
 """What a run may ask for; `None` means "wherever", the question's `requires: any`."""
 
 
+class RunsFull(Exception):
+    """The backend's own bound on waiting runs is reached (remote workers' shared work queue):
+    the web answers as for its own full queue, 429 with Retry-After."""
+
+
 class Runs(Protocol):
     workers: int
     """Runs that may be executing at once: the web keeps no more than this many in flight."""

@@ -1,0 +1,56 @@
+"""`ampquiz worker`: serve remote runs from this host's sandbox pool (see app.runs.worker).
+
+Reads `AMPQUIZ_WORKERS_URL` (a `nats://` URL, as the web's), `AMPQUIZ_SANDBOX_WORKERS` (its
+slots) and `AMPQUIZ_RUN_QUEUE`. Stops cleanly on SIGTERM or Ctrl+C: it stops taking runs,
+finishes the ones it has, says goodbye, and closes its pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from app.settings import Settings, SettingsError
+
+    try:
+        settings = Settings.from_env(workers_url=args.url, sandbox_workers=args.slots)
+    except SettingsError as exc:
+        print(f"ampquiz worker: {exc}", file=sys.stderr)
+        return 2
+    if not settings.workers_url.startswith(("nats://", "tls://")):
+        print("ampquiz worker: set AMPQUIZ_WORKERS_URL (or --url) to the NATS server, e.g. nats://127.0.0.1:4222",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from app.runs.worker import Worker
+    from sandbox import Sandbox
+
+    pool = Sandbox(workers=settings.sandbox_workers, allow_cuda=not args.cpu)
+    with pool:
+        worker = Worker(pool, settings.workers_url, queue_limit=settings.run_queue + 64)
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, worker.stop)
+            await worker.serve()
+
+        try:
+            asyncio.run(main())
+        except OSError as exc:  # the NATS server cannot be reached
+            print(f"ampquiz worker: cannot reach {settings.workers_url}: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="run snippets for remote web servers (NATS), from this host's sandbox")
+    p.add_argument("--url", default=None, help="NATS server (default: AMPQUIZ_WORKERS_URL)")
+    p.add_argument("--slots", type=int, default=None, help="runs at once (default: AMPQUIZ_SANDBOX_WORKERS or 2)")
+    p.add_argument("--cpu", action="store_true", help="serve CPU runs even on a host with a GPU")
+    p.set_defaults(func=_cmd_worker)

@@ -1,0 +1,69 @@
+"""`ampquiz workers [--url URL] [--json]`: the sandbox workers online on a NATS server, with what
+each can run, its slots in use, and the runs it did and failed. Exit 1 when none is online."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+
+async def ask(url: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
+    import nats
+
+    nc = await nats.connect(url, name="ampquiz-workers", allow_reconnect=False, connect_timeout=3)
+    answers: dict[str, dict[str, Any]] = {}
+
+    async def took(msg: Any) -> None:
+        data = json.loads(msg.data)
+        if isinstance(data, dict) and isinstance(data.get("id"), str) and not data.get("leaving"):
+            answers[data["id"]] = data
+
+    from app.runs import jetstream as layout
+
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox, cb=took)
+    await nc.publish(layout.PING_SUBJECT, b"", reply=inbox)
+    await asyncio.sleep(wait_s)
+    await nc.close()
+    return sorted(answers.values(), key=lambda w: w["id"])
+
+
+def _cmd_workers(args: argparse.Namespace) -> int:
+    from app.settings import Settings, SettingsError
+
+    try:
+        url = Settings.from_env(workers_url=args.url).workers_url
+    except SettingsError as exc:
+        print(f"ampquiz workers: {exc}", file=sys.stderr)
+        return 2
+    if not url.startswith(("nats://", "tls://")):
+        print("ampquiz workers: set AMPQUIZ_WORKERS_URL (or --url) to the NATS server", file=sys.stderr)
+        return 2
+    try:
+        workers = asyncio.run(ask(url))
+    except Exception as exc:  # unreachable, refused
+        print(f"ampquiz workers: cannot reach {url}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(workers, indent=2))
+    elif not workers:
+        print(f"no worker is online at {url}")
+    else:
+        for w in workers:
+            up = time.time() - float(w.get("started") or time.time())
+            cuda = f", CUDA {w['cuda_version']}" if w.get("cuda_version") else ""
+            print(f"{w['id']}: {w.get('device_kind')} ({w.get('device_name')}), torch {w.get('torch_version')}{cuda} · "
+                  f"{w.get('busy', 0)}/{w.get('slots')} slots busy · {w.get('done', 0)} runs, "
+                  f"{w.get('failed', 0)} failed · up {up:.0f} s")  # fmt: skip
+    return 0 if workers else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workers", help="list the sandbox workers online (remote runs over NATS)")
+    p.add_argument("--url", default=None, help="NATS server (default: AMPQUIZ_WORKERS_URL)")
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(func=_cmd_workers)

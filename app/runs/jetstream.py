@@ -1,0 +1,99 @@
+"""The layout on the NATS server that the web and the workers agree on, in one place.
+
+- Stream `AMPQUIZ_RUNS` (a work queue, in memory): a run waits under `ampquiz.runs.cpu` or
+  `ampquiz.runs.cuda`, and leaves the stream when a worker acknowledges it. The stream holds at
+  most `queue_limit` runs (new ones are refused, not old ones dropped): that is the bound on
+  waiting runs across every web process, turned into 429 + Retry-After by the web.
+- One durable pull consumer per device kind (`runs-cpu`, `runs-cuda`), shared by the workers of
+  that kind. A worker pulls a run only when it has a free slot, so a busy worker never receives
+  one. A run is acknowledged only after its result was delivered; a worker keeps a run's lease
+  (`in_progress`) alive while it runs, up to the run's wall limit plus `LEASE_MARGIN_S`. A run
+  whose worker dies is delivered again once (`MAX_DELIVERIES`), to whichever worker pulls next.
+- Results go straight back to the waiting web process, on its own subject
+  (`ampquiz.results.<process>`) named in the run's `Ampquiz-Reply` header.
+- Workers announce themselves on `ampquiz.workers.status` every `ANNOUNCE_S` and answer
+  `ampquiz.workers.ping`; one not heard from for `OFFLINE_AFTER_S` is offline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+
+STREAM = "AMPQUIZ_RUNS"
+RUN_SUBJECT = "ampquiz.runs.{device}"
+RESULTS_SUBJECT = "ampquiz.results.{web}"
+STATUS_SUBJECT = "ampquiz.workers.status"
+PING_SUBJECT = "ampquiz.workers.ping"
+MAX_DELIVERIES_ADVISORY = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM}.*"
+
+REPLY_HEADER = "Ampquiz-Reply"
+DEADLINE_HEADER = "Ampquiz-Deadline"
+"""Epoch seconds after which nobody waits for the run: a worker drops it instead of running it."""
+
+MAX_DELIVERIES = 2
+"""A run whose worker died is delivered once more, never in a loop (a snippet that kills workers)."""
+ACK_WAIT_S = 4.0
+"""How long a delivered run may go without a sign of life from its worker before it is redelivered."""
+LEASE_EVERY_S = 1.0
+LEASE_MARGIN_S = 5.0
+ANNOUNCE_S = 1.0
+OFFLINE_AFTER_S = 3.5
+STREAM_MAX_AGE_S = 3600.0
+
+
+def consumer_name(device: str) -> str:
+    return f"runs-{device}"
+
+
+async def ensure_layout(js: JetStreamContext, queue_limit: int) -> None:
+    """Creates (or brings up to date) the stream and both consumers; safe to call from every
+    web process and worker at once."""
+    config = StreamConfig(
+        name=STREAM,
+        subjects=[RUN_SUBJECT.format(device="*")],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.MEMORY,
+        max_msgs=max(1, queue_limit),
+        discard=DiscardPolicy.NEW,
+        max_age=STREAM_MAX_AGE_S,
+        duplicate_window=120.0,
+    )
+    try:
+        await js.add_stream(config)
+    except nats.js.errors.BadRequestError:  # exists with other settings: take ours
+        await js.update_stream(config)
+    for device in ("cpu", "cuda"):
+        consumer = ConsumerConfig(
+            durable_name=consumer_name(device),
+            filter_subject=RUN_SUBJECT.format(device=device),
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_S,
+            max_deliver=MAX_DELIVERIES,
+            max_waiting=4096,
+        )
+        await js.add_consumer(STREAM, consumer)
+
+
+def is_queue_full(error: Exception) -> bool:
+    """The stream refused a run because it holds `queue_limit` already."""
+    text = str(getattr(error, "description", "") or error).lower()
+    return "maximum messages" in text or "maximum bytes" in text
+
+
+def online(announced: dict[str, dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """The workers heard from lately and not leaving, by id."""
+    return sorted(
+        (w for w in announced.values() if not w.get("leaving") and now - w.get("_seen", 0) < OFFLINE_AFTER_S),
+        key=lambda w: str(w.get("id")),
+    )

@@ -1,0 +1,147 @@
+"""`ampquiz worker`: a sandbox host's side of remote runs (see app.runs.jetstream for the layout).
+
+It starts the local warm pool (CPU or CUDA, whatever the host has), announces what it can run,
+and has one pull loop per slot: a loop asks NATS for a run only while its slot is free. A run is
+acknowledged after its result reached the web process waiting for it; while it runs, its lease is
+renewed, up to its wall limit plus a margin. It logs one line per run.
+
+Runs in: the worker process on a sandbox host (it never runs a snippet itself: the pool does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import nats
+import nats.errors
+from nats.aio.msg import Msg
+
+from app.runs import jetstream as layout
+from app.runs.local import local_worker_status
+from app.runs.messages import BadMessage, RunRequest, encode_result
+from sandbox import Environment, RunResult, Sandbox
+
+log = logging.getLogger("ampquiz.worker")
+
+
+class Worker:
+    def __init__(self, pool: Sandbox, url: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
+        self.pool = pool
+        self.url = url
+        self.slots = slots or pool.workers
+        self.queue_limit = queue_limit
+        self.device = "cuda" if pool.environment.get("device_kind") == "cuda" else "cpu"
+        self.id = f"{socket.gethostname()}-{os.getpid()}"
+        self.busy = 0
+        self.done = 0
+        self.failed = 0
+        self.started = time.time()
+        self._stop = asyncio.Event()
+        self.nc: Any = None
+
+    def status(self) -> dict[str, Any]:
+        line = local_worker_status(self.pool, self.id)
+        line.update(slots=self.slots, busy=self.busy, done=self.done, failed=self.failed,
+                    started=self.started, leaving=self._stop.is_set())  # fmt: skip
+        return line
+
+    async def serve(self) -> None:
+        """Until `stop()` (or SIGTERM/SIGINT from the CLI): pull, run, reply, acknowledge."""
+        self.nc = await nats.connect(self.url, name=f"ampquiz-worker {self.id}", max_reconnect_attempts=-1)
+        js = self.nc.jetstream()
+        await layout.ensure_layout(js, self.queue_limit)
+        await self.nc.subscribe(layout.PING_SUBJECT, cb=self._pong)
+        loops = [asyncio.ensure_future(self._slot(js, n)) for n in range(self.slots)]
+        loops.append(asyncio.ensure_future(self._announce()))
+        log.info("worker %s: %d slots on %s (%s), torch %s", self.id, self.slots, self.device,
+                 self.pool.environment.get("device_name"), self.pool.environment.get("torch_version"))  # fmt: skip
+        await self._stop.wait()
+        for loop in loops:
+            loop.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        with contextlib.suppress(Exception):  # say goodbye, so the web stops routing here at once
+            await self.nc.publish(layout.STATUS_SUBJECT, json.dumps(self.status()).encode())
+            await self.nc.drain()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _pong(self, msg: Msg) -> None:
+        await msg.respond(json.dumps(self.status()).encode())
+
+    async def _announce(self) -> None:
+        while True:
+            await self.nc.publish(layout.STATUS_SUBJECT, json.dumps(self.status()).encode())
+            await asyncio.sleep(layout.ANNOUNCE_S)
+
+    async def _slot(self, js: Any, n: int) -> None:
+        psub = await js.pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=layout.STREAM)
+        while True:
+            try:
+                msgs = await psub.fetch(1, timeout=5)
+            except nats.errors.TimeoutError:
+                continue
+            except Exception as exc:  # a reconnect in progress: try again shortly
+                log.warning("worker %s slot %d: fetch failed: %s", self.id, n, exc)
+                await asyncio.sleep(1)
+                continue
+            for msg in msgs:
+                await self._handle(msg)
+
+    async def _handle(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        reply = headers.get(layout.REPLY_HEADER)
+        try:
+            request = RunRequest.decode(msg.data)
+        except BadMessage as exc:
+            log.error("worker %s: dropped a malformed run: %s", self.id, exc)
+            await msg.term()
+            return
+        deadline = float(headers.get(layout.DEADLINE_HEADER, "inf"))
+        if time.time() > deadline or not reply:
+            log.info("run %s dropped: nobody waits for it any more", request.id)
+            await msg.term()
+            return
+        self.busy += 1
+        started = time.perf_counter()
+        lease = asyncio.ensure_future(self._keep_lease(msg, request.limits.wall_s + layout.LEASE_MARGIN_S))
+        try:
+            result = await asyncio.to_thread(
+                self.pool.run, request.code, request.limits, explain=request.explain, device=request.device
+            )
+        except Exception as exc:  # the pool itself failed: the web hears it, the run is not retried
+            env = Environment.from_dict(self.pool.environment)
+            result = RunResult(status="killed", message=f"The sandbox on worker {self.id} failed: {exc}", environment=env)
+        finally:
+            lease.cancel()
+            self.busy -= 1
+        self.done += 1
+        self.failed += result.status not in ("ok", "error")
+        delivered = await self._deliver(reply, request.id, encode_result(result))
+        await msg.ack()
+        log.info("run %s: %s in %.1f ms (delivery %d)%s", request.id, result.status,
+                 (time.perf_counter() - started) * 1000, msg.metadata.num_delivered,
+                 "" if delivered else "; nobody was waiting for the result")  # fmt: skip
+
+    async def _keep_lease(self, msg: Msg, for_s: float) -> None:
+        """Tells the server the run is still being worked on, but no longer than its wall limit
+        plus a margin: a worker stuck past that loses the run to another."""
+        end = time.monotonic() + for_s
+        while time.monotonic() < end:
+            await asyncio.sleep(layout.LEASE_EVERY_S)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    async def _deliver(self, reply: str, run_id: str, payload: bytes) -> bool:
+        try:
+            await self.nc.request(reply, payload, timeout=5, headers={"Ampquiz-Run": run_id})
+            return True
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            return False  # the web process is gone: nobody to tell

@@ -1,0 +1,142 @@
+"""Remote runs against the real NATS server and real `ampquiz worker` processes.
+
+Each test starts its own workers (a worker is a process with its own sandbox pool) and talks to
+them as the web does, through `RemoteRuns`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from app.runs import jetstream as layout
+from app.runs.remote import LOST, RemoteRuns
+from app.settings import Settings
+from sandbox import Limits
+from tests.support.workers import NATS_URL, WorkerProcess, reset_stream, status_of
+
+pytestmark = pytest.mark.anyio
+QUICK = Limits(wall_s=10, cpu_s=10)
+Start = Callable[..., Awaitable[list[WorkerProcess]]]
+
+
+@pytest.fixture
+async def web() -> AsyncIterator[RemoteRuns]:
+    """The web's side of remote runs, as `AMPQUIZ_WORKERS_URL=nats://…` makes it."""
+    await reset_stream()  # no runs left over from an earlier test
+    runs = await RemoteRuns.connect(NATS_URL, Settings(workers_url=NATS_URL), discover_s=0.3)
+    yield runs
+    await runs.close()
+
+
+@pytest.fixture
+def start(tmp_path: Path, web: RemoteRuns) -> Iterator[Start]:
+    """Starts `n` workers and waits until the web hears them; every one is stopped afterwards."""
+    started: list[WorkerProcess] = []
+
+    async def start_workers(n: int = 1, slots: int = 1) -> list[WorkerProcess]:
+        new = [WorkerProcess(tmp_path, slots=slots, name=str(len(started) + i)) for i in range(n)]
+        started.extend(new)
+        for w in new:
+            await w.wait_online(web)
+        return new
+
+    yield start_workers
+    for w in started:
+        w.stop()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> None:
+    workers = await start(2)
+    code = "import time, torch\ntime.sleep(0.3)\nprint(torch.ones(3).sum().item())"
+    results = await asyncio.gather(*[web.run(code, QUICK) for _ in range(6)])
+    assert [r.stdout for r in results] == ["3.0\n"] * 6
+    await until(lambda: sum(status_of(web, w.id)["done"] for w in workers) == 6)  # announced each second
+    done = {w.id: status_of(web, w.id)["done"] for w in workers}
+    assert all(n >= 1 for n in done.values()), f"one worker did everything: {done}"
+
+
+async def test_a_busy_worker_takes_nothing_new(web: RemoteRuns, start: Start) -> None:
+    (worker,) = await start(1, slots=1)
+    first = asyncio.ensure_future(web.run("import time\ntime.sleep(2)\nprint(time.time())", QUICK))
+    await until(lambda: status_of(web, worker.id)["busy"] == 1)
+    second = asyncio.ensure_future(web.run("import time\nprint(time.time())", QUICK))
+    await asyncio.sleep(0.3)
+    nc = await nats.connect(NATS_URL)
+    consumer = await nc.jetstream().consumer_info(layout.STREAM, layout.consumer_name("cpu"))
+    await nc.close()
+    # The second run waits in the queue, not inside the busy worker.
+    assert (consumer.num_ack_pending, consumer.num_pending) == (1, 1)
+    first_ended, second_started = float((await first).stdout), float((await second).stdout)
+    assert second_started >= first_ended
+
+
+async def test_a_worker_killed_mid_run_hands_the_run_to_another(web: RemoteRuns, start: Start) -> None:
+    workers = await start(2)
+    slow = asyncio.ensure_future(web.run("import time\ntime.sleep(4)\nprint('finished')", QUICK))
+    await until(lambda: any(status_of(web, w.id)["busy"] for w in workers))
+    victim = next(w for w in workers if status_of(web, w.id)["busy"])
+    survivor = next(w for w in workers if w is not victim)
+    victim.kill()
+    others = [web.run(f"print({i})", QUICK) for i in range(4)]  # nothing else is lost meanwhile
+    result, *rest = await asyncio.gather(slow, *others)
+    assert (result.status, result.stdout) == ("ok", "finished\n")  # once: one result, from the survivor
+    assert [r.stdout for r in rest] == [f"{i}\n" for i in range(4)]
+    await until(lambda: "(delivery 2)" in survivor.log.read_text())  # it logs once it has acknowledged
+    assert web.lost == 0
+
+
+async def test_a_run_whose_every_worker_dies_is_reported_lost_once(web: RemoteRuns, start: Start) -> None:
+    (first,) = await start(1)
+    doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(30)", QUICK))
+    await until(lambda: status_of(web, first.id)["busy"] == 1)
+    first.kill()
+    (second,) = await start(1)
+    await until(lambda: status_of(web, second.id)["busy"] == 1, timeout=20)  # the second delivery
+    (third,) = await start(1)  # online and asking for runs: it must never get a third delivery
+    second.kill()
+    killed_at = time.monotonic()
+    result = await asyncio.wait_for(doomed, 30)
+    assert (result.status, result.message) == ("killed", LOST)
+    assert time.monotonic() - killed_at < layout.ACK_WAIT_S + 3  # told as soon as JetStream gives up
+    await asyncio.sleep(1.5)
+    assert web.lost == 1  # said once
+    assert status_of(web, third.id)["done"] == 0
+
+
+async def test_a_run_left_with_no_worker_at_all_is_reported_lost(web: RemoteRuns, start: Start) -> None:
+    (only,) = await start(1)
+    doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(30)", QUICK))
+    await until(lambda: status_of(web, only.id)["busy"] == 1)
+    only.kill()
+    result = await asyncio.wait_for(doomed, 15)
+    assert result.status == "killed"
+    assert "no CPU worker is online any more" in result.message
+    assert web.lost == 1
+
+
+async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(web: RemoteRuns, start: Start) -> None:
+    await start(1)
+    started = time.monotonic()
+    result = await web.run("import torch\nprint(torch.cuda.get_device_name())", QUICK, device="cuda")
+    assert time.monotonic() - started < 1.0
+    assert result.status == "unavailable"
+    assert "no CUDA worker is online" in result.message
+    assert web.devices() == ["cpu"]
+
+
+async def test_with_no_worker_online_a_run_is_refused_not_queued(web: RemoteRuns) -> None:
+    result = await asyncio.wait_for(web.run("print(1)", QUICK), 1.0)
+    assert result.status == "unavailable"
+    assert "no sandbox worker is online" in result.message

@@ -1,0 +1,81 @@
+"""Real `ampquiz worker` processes against the real NATS server on 127.0.0.1:4222."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nats
+import nats.js.errors
+
+from tests.support.cli import REPO
+
+if TYPE_CHECKING:
+    from app.runs.remote import RemoteRuns
+
+NATS_URL = os.environ.get("AMPQUIZ_TEST_NATS_URL", "nats://127.0.0.1:4222")
+
+
+class WorkerProcess:
+    """`ampquiz worker` as an operator starts it on a sandbox host, configured by AMPQUIZ_*."""
+
+    def __init__(self, workdir: Path, slots: int = 1, name: str = "w") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log = workdir / f"worker-{name}.log"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL,
+               "AMPQUIZ_SANDBOX_WORKERS": str(slots)}  # fmt: skip
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], cwd=workdir, env=env,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        self.id = ""
+
+    async def wait_online(self, web: RemoteRuns, timeout: float = 90) -> str:
+        """Until `web` has heard the worker announce itself; returns its id."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the worker exited: {self.log.read_text()[-3000:]}")
+            for w in web.online():
+                if w["id"].endswith(f"-{self.proc.pid}"):
+                    self.id = w["id"]
+                    return self.id
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"the worker did not come online: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """As a host losing power would: SIGKILL to the worker and everything it started."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+async def reset_stream() -> None:
+    """No runs left over from an earlier test (the stream is re-made by the next web or worker)."""
+    from app.runs.jetstream import STREAM
+
+    nc = await nats.connect(NATS_URL)
+    with contextlib.suppress(nats.js.errors.NotFoundError):  # not there yet
+        await nc.jetstream().delete_stream(STREAM)
+    await nc.close()
+
+
+def status_of(web: RemoteRuns, worker_id: str) -> dict:
+    """What the worker last announced (every second) to `web`."""
+    for w in web.online():
+        if w["id"] == worker_id:
+            return w
+    return {"busy": 0, "done": 0}
