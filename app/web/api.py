@@ -129,6 +129,10 @@ class RunIn(BaseModel):
     explain: bool = Field(
         False, description="Trace ops, autocast casts, GradScaler events and hazards."
     )
+    device: Literal["cpu", "cuda"] | None = Field(
+        None, description="Where to run it: `cpu`, `cuda`, or null for wherever (see /healthz's "
+        "`sandbox.devices`). A device nothing online has answers at once with status `unavailable`."
+    )
 
 
 class RunOut(BaseModel):
@@ -250,7 +254,9 @@ async def run_code(body: RunIn, state: State, request: Request) -> Any:
     too_long = state.code_too_long(body.code)
     if too_long is not None:
         raise too_long
-    result = await state.run_queue.run(body.code, explain=body.explain, owners=state.owners(request))
+    result = await state.run_queue.run(
+        body.code, explain=body.explain, device=body.device, owners=state.owners(request)
+    )
     # Serialised straight from the dataclass as FastAPI would (NaN and infinities become null),
     # without validating our own output against RunOut.
     return Response(to_json({"ok": True, "run": result}, inf_nan_mode="null"), media_type="application/json")

@@ -6,7 +6,7 @@ asks for only the result panel (`/run/panel`), rendered by the same template.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
@@ -16,6 +16,8 @@ from app.web.deps import Learner, State
 from app.web.render import page
 
 router = APIRouter(include_in_schema=False)
+Device = Annotated[Literal["", "cpu", "cuda"], Form()]
+"""The device picker's value: "" runs wherever (the embedded pool, or any worker online)."""
 
 DEFAULT_SNIPPET = """\
 import torch
@@ -33,15 +35,17 @@ print(y.dtype, loss.dtype)
 async def playground(
     request: Request, state: State, learner: Learner, q: Annotated[str | None, Query(max_length=80)] = None
 ) -> Response:
-    code, source, reveals = DEFAULT_SNIPPET, None, False
+    code, source, reveals, device = DEFAULT_SNIPPET, None, False, ""
     if q:
         source = state.question(q)
         code = source.question.code or DEFAULT_SNIPPET
+        device = "cuda" if source.question.requires == "cuda" else ""  # the question's device
         # Running an unanswered predict-the-output question prints its answer: say so first.
         reveals = source.question.kind == "predict_output" and state.status(learner, source) == "new"
     return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,
-        reveals=reveals, source_title=title_of(source) if source else "",
+        reveals=reveals, source_title=title_of(source) if source else "", device=device,
+        devices=state.run_queue.pool.devices(),
     )  # fmt: skip
 
 
@@ -52,13 +56,15 @@ async def playground_run(
     code: Annotated[str, Form()] = "",
     explain: Annotated[bool, Form()] = False,
     source: Annotated[str | None, Form(max_length=80)] = None,
+    device: Device = "",
 ) -> Response:
     """The no-JavaScript Run: the whole page again, with the result under the editor."""
-    run, error = await state.learner_run(request, code, explain)
+    run, error = await state.learner_run(request, code, explain, device or None)
     loaded = state.bank.question(source) if source else None
     response = await page(
         state, request, "playground.html", status_code=error.status if error else 200, code=code,
         source=loaded, explain=explain, run=run, run_message=error.message if error else None,
+        device=device, devices=state.run_queue.pool.devices(),
     )  # fmt: skip
     response.headers.update(error.headers if error else {})
     return response
@@ -70,9 +76,10 @@ async def playground_panel(
     state: State,
     code: Annotated[str, Form()] = "",
     explain: Annotated[bool, Form()] = False,
+    device: Device = "",
 ) -> Response:
     """What app.js asks for: only the result panel, rendered by the same template as the page."""
-    run, error = await state.learner_run(request, code, explain)
+    run, error = await state.learner_run(request, code, explain, device or None)
     response = await page(
         state, request, "_run_panel.html", status_code=error.status if error else 200,
         run=run, run_message=error.message if error else None,

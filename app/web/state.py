@@ -87,15 +87,16 @@ class WebState:
         return choice_order(q, learner) if isinstance(q, MultipleChoiceQuestion) else None
 
     async def learner_run(
-        self, request: Request, code: str, explain: bool = True
+        self, request: Request, code: str, explain: bool = True, device: str | None = None
     ) -> tuple[dict[str, Any] | None, AppError | None]:
-        """A learner's own code (the playground, an interview), run in their share of the queue;
-        a refusal (too long, no room, sandbox down) is returned to show on the page."""
+        """A learner's own code (the playground, an interview), run in their share of the queue
+        on `device` (None: wherever); a refusal (too long, no room, sandbox down) is returned to
+        show on the page."""
         too_long = self.code_too_long(code)
         if too_long is not None:
             return None, too_long
         try:
-            result = await self.run_queue.run(code, explain=explain, owners=self.owners(request))
+            result = await self.run_queue.run(code, explain=explain, device=device, owners=self.owners(request))
         except Exception as exc:
             refusal = run_refusal(exc)
             if refusal is None:
