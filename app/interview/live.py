@@ -1,21 +1,25 @@
-"""The live channel: an asyncio fan-out per interview, inside one web process.
+"""The live channel: an asyncio fan-out per interview, inside one web process, and the log.
 
-An event is stored first, then published to every open stream of its interview, under a lock per
-interview so streams see events in id order. A stream that missed some (a reconnect, a restart)
-reads them back from the database by id, so nothing here needs to survive the process: the log
-is the truth and this is only the fast path. (Several web processes would need a broker to fan
-out between them; one process serves a few hundred streams, see bench/interviews.py.)
+An event is stored first, then published to every open stream of its interview in this process,
+under a lock per interview so streams see events in id order. A stream that missed some (a
+reconnect, a restart) reads them back from the database by id, so nothing here needs to survive
+the process: the log is the truth and this is only the fast path. The candidate's page and the
+interviewer's may be served by different web processes (`ampquiz serve --processes N`), so a
+quiet stream also reads the log every `POLL_S`: an event recorded by another process arrives
+within that, at the cost of one small query per open stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from app.interview import model
 from app.store import Store
 
+POLL_S = 0.5
 QUEUE_LIMIT = 1000
 """Events a slow stream may fall behind by before it is dropped (its client reconnects and reads
 the rest from the database)."""
@@ -51,7 +55,7 @@ class Hub:
         queue: asyncio.Queue[model.Event | None] = asyncio.Queue(QUEUE_LIMIT)
         streams = self._streams.setdefault(interview_id, set())
         streams.add(queue)  # before reading the log: nothing recorded meanwhile is missed
-        last = after
+        last, quiet_since = after, time.monotonic()
         try:
             for event in await asyncio.to_thread(model.events, store, interview_id, after):
                 last = event.id
@@ -63,12 +67,17 @@ class Hub:
                         yield event
                     return
                 try:
-                    event = await asyncio.wait_for(queue.get(), ping_s)
-                except TimeoutError:
-                    yield None
+                    event = await asyncio.wait_for(queue.get(), POLL_S)
+                except TimeoutError:  # quiet here: another process may have recorded something
+                    for event in await asyncio.to_thread(model.events, store, interview_id, last):
+                        last, quiet_since = event.id, time.monotonic()
+                        yield event
+                    if time.monotonic() - quiet_since >= ping_s:
+                        quiet_since = time.monotonic()
+                        yield None
                     continue
                 if event is not None and event.id > last:
-                    last = event.id
+                    last, quiet_since = event.id, time.monotonic()
                     yield event
         finally:
             streams.discard(queue)

@@ -197,6 +197,32 @@ async def test_the_hub_delivers_every_event_in_order(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_an_event_recorded_by_another_web_process_reaches_the_stream(tmp_path: Path) -> None:
+    """The candidate's page and the interviewer's may be served by different processes
+    (`serve --processes N`): each has its own Hub, and only the database in common."""
+    store = Store(f"sqlite:///{tmp_path / 'hub.db'}")
+    made = model.create(store, ["q1"], by="ada")
+    interview_id = made.interview.id
+    assert interview_id is not None
+    watching, answering = Hub(), Hub()
+    got: list[str] = []
+
+    async def follow() -> None:
+        async for event in watching.follow(store, interview_id):
+            if event is not None and event.kind == "note":
+                got.append(event.data["text"])
+                if len(got) == 2:
+                    return
+
+    follower = asyncio.create_task(follow())
+    await asyncio.sleep(0.1)
+    for text in ("first", "second"):
+        await answering.record(store, interview_id, "note", {"question": "q1", "text": text})
+    await asyncio.wait_for(follower, 5)
+    assert got == ["first", "second"]
+    store.close()
+
+
 def test_calibration_compares_confidence_with_outcomes(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'c.db'}")
     made = model.create(store, ["a", "b", "c"], by="ada")
