@@ -26,12 +26,14 @@ def free_port() -> int:
 class Server:
     """`ampquiz serve` as a user starts it, configured only through AMPQUIZ_* variables."""
 
-    def __init__(self, workdir: Path, bank: Path = BANK) -> None:
+    def __init__(self, workdir: Path, bank: Path = BANK, args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / "server.log"
         self.proc: subprocess.Popen | None = None
+        self.args = args
+        """More `ampquiz serve` flags (`--processes 2`)."""
         self.env = {
             **os.environ,
             "PYTHONPATH": str(REPO),
@@ -43,7 +45,7 @@ class Server:
     def start(self) -> None:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--no-access-log"],
+                [sys.executable, "-m", "app.cli", "serve", "--no-access-log", *self.args],
                 cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         deadline = time.monotonic() + 90

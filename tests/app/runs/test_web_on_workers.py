@@ -1,0 +1,66 @@
+"""The web tier as a deployment runs it: `ampquiz serve --processes 2` on PostgreSQL, with no
+sandbox of its own, answering, grading and showing runs from a remote `ampquiz worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.app.web.test_postgres import postgres_url  # noqa: F401 - the fixture: a fresh database
+from tests.support.server import Server
+from tests.support.workers import NATS_URL, WorkerProcess, reset_stream
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:  # noqa: F811
+    asyncio.run(reset_stream())
+    worker = WorkerProcess(tmp_path / "worker-host", slots=2)
+    web = Server(tmp_path, args=("--processes", "2"))
+    web.env.update({"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_DATABASE_URL": postgres_url,
+                    "AMPQUIZ_SECRET_KEY": "s" * 40})  # fmt: skip
+    try:
+        web.start()
+        yield web, worker
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def web_processes(server: Server) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tuple[Server, WorkerProcess]) -> None:
+    server, _worker = deployment
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        deadline = time.monotonic() + 90
+        while (health := c.get("/healthz").json())["sandbox"].get("workers") == [] or not health["ok"]:
+            assert time.monotonic() < deadline, health
+            time.sleep(0.3)
+        assert health["sandbox"]["kind"] == "remote" and health["sandbox"]["devices"] == ["cpu"]
+        assert health["database"] is True
+        # The web processes started no sandbox: no zygote among them, every run on the worker.
+        assert len([p for p in web_processes(server) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]) == 2
+        assert not any("sandbox.zygote" in Path(f"/proc/{p}/cmdline").read_text() for p in web_processes(server))
+
+        run = c.post("/api/run", json={"code": "import torch\nprint(torch.ones(2, 2).sum().item())"}).json()["run"]
+        assert (run["status"], run["stdout"]) == ("ok", "4.0\n")
+
+        while (proof := c.get("/api/questions/gradscaler-skips-inf-step").json()["proof"])["state"] != "proved":
+            assert time.monotonic() < deadline, proof  # by the committed CPU record or a run on the worker
+            time.sleep(0.3)
+        answer = c.post("/api/questions/gradscaler-skips-inf-step/attempts", json={"choices": [0]})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["correct"] is True
+        assert body["run"]["stdout"] == "1.0 32768.0\n"  # the question's run, from the worker
+        assert body["run"]["environment"]["device_kind"] == "cpu"
+        progress = c.get("/api/progress").json()
+        assert progress["totals"]["attempts"] == 1  # stored in PostgreSQL, read back by any process
