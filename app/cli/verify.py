@@ -77,11 +77,51 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     questions = [q for q in questions if q.question.code]
     records = load_records(args.path)
     stale_before = stale_entries(records, bank)
+    if args.remote:
+        return _verify_remote(args, bank, questions, records, stale_before)
     progress = Progress(len(questions), sys.stderr.isatty() and not args.json)
     with Sandbox(workers=args.jobs) as sb:
         checks = verify_questions(questions, sb, jobs=args.jobs, on_done=progress.step)
         environment = dict(sb.environment)
     progress.finish()
+    return _report(args, bank, checks, environment, records, stale_before)
+
+
+def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, records: list, stale_before: list[str]) -> int:
+    """The bank on whatever workers are online, one record per environment (device kind)."""
+    from app.runs.blocking import MixedWorkers, remote_pools
+    from app.settings import Settings, SettingsError
+    from app.verify.check import verify_questions
+
+    try:
+        url = Settings.from_env().workers_url
+    except SettingsError as exc:
+        print(f"ampquiz verify: {exc}", file=sys.stderr)
+        return 2
+    if not url.startswith(("nats://", "tls://")):
+        print("ampquiz verify --remote: set AMPQUIZ_WORKERS_URL to the NATS server of the workers", file=sys.stderr)
+        return 2
+    worst = 0
+    try:
+        with remote_pools(url) as pools:
+            if not pools:
+                print(f"ampquiz verify --remote: no worker is online at {url}", file=sys.stderr)
+                return 2
+            for pool in pools:
+                progress = Progress(len(questions), sys.stderr.isatty() and not args.json)
+                checks = verify_questions(questions, pool, jobs=max(args.jobs, pool.workers), on_done=progress.step)  # type: ignore[arg-type]
+                progress.finish()
+                worst = max(worst, _report(args, bank, checks, dict(pool.environment), records, stale_before))
+    except MixedWorkers as exc:
+        print(f"ampquiz verify --remote: {exc}", file=sys.stderr)
+        return 2
+    return worst
+
+
+def _report(
+    args: argparse.Namespace, bank: Bank, checks: list[KeyCheck], environment: dict, records: list, stale_before: list[str]
+) -> int:
+    """Writes the record (with --record) and prints what one environment's checks found."""
     counts = {k: sum(o.result == k for o in checks) for k in ("pass", "fail", "skip")}
     if args.record:
         record = write_record(args.path, environment, checks, bank, records=records, partial=bool(args.only))
@@ -125,5 +165,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", metavar="ID", help="verify only these question ids")
     p.add_argument("--record", action="store_true", help="write the result to questions/verified/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--remote", action="store_true",
+                   help="run on the workers online at AMPQUIZ_WORKERS_URL (NATS): one record per device kind")
     p.add_argument("--show", metavar="ID", help="print what a question's code prints, to paste as its answer")
     p.set_defaults(func=_cmd_verify)

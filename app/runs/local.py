@@ -77,6 +77,7 @@ def local_worker_status(pool: Sandbox, where: str) -> dict[str, Any]:
         "device_name": env.get("device_name"),
         "torch_version": env.get("torch_version"),
         "cuda_version": env.get("cuda_version"),
+        "python_version": env.get("python_version"),
         "slots": pool.workers,
         "alive": bool(getattr(pool, "alive", True)),
     }

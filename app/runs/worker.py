@@ -69,6 +69,7 @@ class Worker:
         with contextlib.suppress(Exception):  # say goodbye, so the web stops routing here at once
             await self.nc.publish(layout.STATUS_SUBJECT, json.dumps(self.status()).encode())
             await self.nc.drain()
+        log.info("worker %s stopped after %d runs (%d failed)", self.id, self.done, self.failed)
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,0 +1,48 @@
+"""`ampquiz verify --remote`: the bank proved on the workers online, one record per environment."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.cli import REPO
+from tests.support.server import BANK
+from tests.support.workers import NATS_URL, WorkerProcess, reset_stream
+
+
+def verify_remote(bank: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL}
+    return subprocess.run([sys.executable, "-m", "app.cli", "verify", str(bank), "--remote", "--record"],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_verify_remote_writes_the_record_of_the_workers_environment(tmp_path: Path) -> None:
+    asyncio.run(reset_stream())
+    bank = tmp_path / "bank"
+    shutil.copytree(BANK, bank, ignore=shutil.ignore_patterns("verified"))
+    nobody = verify_remote(bank)
+    assert nobody.returncode == 2 and "no worker is online" in nobody.stderr
+
+    worker = WorkerProcess(tmp_path / "gpu-host", slots=2)
+    try:
+        deadline = time.monotonic() + 90
+        while " slots on " not in worker.log.read_text():  # its pool is up and it is online
+            assert time.monotonic() < deadline, worker.log.read_text()
+            time.sleep(0.2)
+        done = verify_remote(bank)
+    finally:
+        worker.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed, 0 failed, 0 skipped on cpu" in done.stdout
+    record = json.loads((bank / "verified" / "cpu-torch2.13.0.json").read_text())
+    assert record["environment"]["device_kind"] == "cpu" and record["environment"]["python_version"]
+    assert {k: v["result"] for k, v in record["results"].items()} == {
+        "linear-dtype-under-autocast": "pass", "gradscaler-skips-inf-step": "pass",
+    }  # fmt: skip
+    assert "(delivery 1)" in worker.log.read_text()  # the runs went through the worker
