@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.mutate.quotes import double_quoted, prefers_double_quotes
-from app.mutate.rule import BLOCK_FIELDS, Rule
+from app.mutate.rule import BLOCK_FIELDS, NotApplicable, Rule
 from app.mutate.rules import RULES, with_variants
 from app.verify.record import mutant_hash
 
@@ -57,11 +57,14 @@ def _mutants(code: str, rules: tuple[Rule, ...]) -> tuple[Mutant, ...]:
     except (SyntaxError, ValueError):
         return ()
     out: list[Mutant] = []
+    original = ast.dump(ast.parse(ast.unparse(tree)))
+    lines = _Lines(code).remember(tree)
     for rule in with_variants(rules):
-        if not rule.applies(tree):
+        try:
+            mutated = rule.apply(tree)
+        except NotApplicable:
             continue
-        mutated = rule.apply(tree)
-        made = _render(code, tree, mutated)
+        made = _render(tree, mutated, original, lines)
         if made is None:
             continue
         text, normalised = made
@@ -83,18 +86,18 @@ def _same(a: ast.AST, b: ast.AST) -> bool:
     return ast.dump(a) == ast.dump(b)
 
 
-def _render(code: str, tree: ast.Module, mutated: ast.Module) -> tuple[str, bool] | None:
+def _render(tree: ast.Module, mutated: ast.Module, original: str, lines: _Lines) -> tuple[str, bool] | None:
     """The mutant's code and whether it is the normalised fallback; None when the mutant is no
-    change at all (after normalising) or does not compile."""
+    change at all (after normalising) or does not compile. `original`: the dump of the original
+    normalised as the mutant is; `lines`: the original's text."""
     try:
         reference = ast.dump(ast.parse(ast.unparse(mutated)))
-        if reference == ast.dump(ast.parse(ast.unparse(tree))):
+        if reference == original:
             return None
         compile(mutated, "<mutant>", "exec")
     except (SyntaxError, ValueError):
         return None
     try:
-        lines = _Lines(code).remember(tree)
         text = "".join(lines.block(tree.body, mutated.body, lines.head(tree.body), lines.tail(tree.body)))
         if ast.dump(ast.parse(text)) == reference:
             return text, False

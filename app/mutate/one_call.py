@@ -18,9 +18,8 @@ called by name at two or more places outside itself; the diff shows the copy and
 from __future__ import annotations
 
 import ast
-import copy
 
-from app.mutate.rule import Rule
+from app.mutate.rule import Rule, clone
 
 SUFFIX = "_mistaken"
 
@@ -66,6 +65,9 @@ class InLastCall(Rule):
                 return index, stmt, calls
         return None
 
+    def may_apply(self, tree: ast.Module) -> bool:
+        return any(isinstance(stmt, ast.FunctionDef) for stmt in tree.body)
+
     def edit(self, tree: ast.Module) -> bool:
         found = self._helper(tree)
         if found is None:
@@ -75,7 +77,7 @@ class InLastCall(Rule):
         name = helper.name + SUFFIX
         while name in taken:
             name += "_"
-        mistaken = copy.deepcopy(helper)
+        mistaken = clone(helper)
         mistaken.name = name
         if not self.base.edit(ast.Module(body=[mistaken], type_ignores=[])):
             return False

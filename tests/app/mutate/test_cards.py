@@ -7,12 +7,9 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from app.bank.load import load_bank
 from app.mutate.cards import RecordedMutants, diff_lines, what_if
-from app.mutate.run import Snippet, run_mutants
-from app.verify.record import load_mutant_records, load_records, mutants_dir, write_mutant_record
+from app.verify.record import load_mutant_records, load_records, mutants_dir
 from sandbox import Sandbox
 
 QUESTION = """\
@@ -44,16 +41,6 @@ def write_bank(folder: Path, text: str = QUESTION) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scaler.yaml").write_text(text)
     return folder
-
-
-@pytest.fixture
-def recorded(tmp_path: Path, sandbox_pool: Sandbox) -> Path:
-    bank_root = write_bank(tmp_path / "bank")
-    loaded = load_bank(bank_root).question("one-step")
-    assert loaded is not None and loaded.question.code
-    (report,) = run_mutants([Snippet(loaded.question.code)], sandbox_pool)
-    write_mutant_record(bank_root, sandbox_pool.environment, {"one-step": report.record_entry()}, records=[], partial=False)
-    return bank_root
 
 
 def test_recorded_mutants_come_back_as_cards(recorded: Path, sandbox_pool: Sandbox) -> None:

@@ -1,0 +1,50 @@
+"""Whether a mutant record still describes the bank: the cheap check (hashes only, nothing runs)
+that tells an author, and CI, to run `ampquiz mutate --all --record` again.
+
+A recorded mutant whose hash no longer matches is never shown (`fresh_mutants` in
+`app.verify.record`), so a stale record fails quietly: the "What if…" cards of an edited question
+just disappear. `record_problems` says so out loud, per question.
+"""
+
+from __future__ import annotations
+
+from app.bank.load import Bank
+from app.mutate.apply import mutants_of
+from app.verify.record import MutantRecord, code_hash
+
+
+def belongs_in(device_kind: str, requires: str | None) -> bool:
+    """Whether a record made on `device_kind` holds a question that `requires` that device: every
+    question with code, except CUDA-only ones in a record made without CUDA (they cannot run)."""
+    return requires != "cuda" or device_kind == "cuda"
+
+
+def record_problems(bank: Bank, record: MutantRecord) -> list[str]:
+    """What in `record` no longer matches `bank` and today's rules, one line per question; empty
+    when the record is fresh."""
+    problems: list[str] = []
+    expected = {
+        q.id: q.question.code
+        for q in bank.questions
+        if q.question.code and belongs_in(record.device_kind, q.question.requires)
+    }
+    for qid in sorted(set(record.questions) - set(expected)):
+        problems.append(f"{qid}: recorded, but no longer a question with code in the bank")
+    for qid, code in expected.items():
+        entry = record.questions.get(qid)
+        if not isinstance(entry, dict):
+            problems.append(f"{qid}: not in the record")
+            continue
+        if entry.get("code_hash") != code_hash(code or ""):
+            problems.append(f"{qid}: its code changed since the record")
+            continue
+        today = {m.rule.name: m.hash for m in mutants_of(code or "")}
+        recorded = {str(m.get("rule")): m.get("hash") for m in entry.get("mutants") or [] if isinstance(m, dict)}
+        if recorded != today:
+            new = sorted(set(today) - set(recorded))
+            gone = sorted(set(recorded) - set(today))
+            changed = sorted(r for r in set(today) & set(recorded) if today[r] != recorded[r])
+            parts = [f"{label}: {', '.join(names)}" for label, names in
+                     (("new mutants", new), ("gone", gone), ("changed", changed)) if names]  # fmt: skip
+            problems.append(f"{qid}: the rules give other mutants today ({'; '.join(parts)})")
+    return problems
