@@ -1,13 +1,18 @@
-"""Warm sandbox runs against a cold `python -c`, on the same snippet, measured side by side in one run;
-and the same warm runs on the sandbox of an earlier commit, interleaved with today's.
+"""This tree's sandbox against a base revision's, side by side in one run: runs/s with two workers
+busy and warm latency; and warm runs against a cold `python -c` on the same snippet.
 
-Target (2-core CPU): warm p50 <= 10 ms and >= 100x faster than cold, and within 1 ms of the
-sandbox before issue 11 (commit c372b7c: 3.9 ms on the 2-core reference host). The earlier sandbox
-is taken with `git archive` (nothing in the checkout changes) and runs its own pool in a child
-process; the two pools take turns, block by block, so background load falls on both alike.
-Also prints runs/s with two workers busy.
+Both sandboxes run the same way: each in a child process of its own (this file in `--serve` mode),
+the base one from a checkout of `--base` taken with `git archive` into a temporary folder (nothing
+in this checkout changes), this tree's from the working tree. They take turns, block by block,
+while the other one idles, so background load on a shared machine falls on both alike.
 
-Usage: `python bench/sandbox_latency.py [--cold N] [--warm N] [--baseline REV|none]`.
+Targets (issue 20, 2-core CPU): runs/s with two workers busy >= 1.4x the base's; warm p50 no
+more than 1.5 ms above the base's. The default base is the last commit before that work.
+
+Per run it also prints the CPU the sandbox spent (the zygote and its runners, read from /proc)
+and the pool's own (the serving process's threads), which is where a throughput change comes from.
+
+Usage: `python bench/sandbox_latency.py [--base REV|none] [--rounds N] [--seconds S] [--warm N] [--cold N]`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from io import BytesIO
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-BEFORE_ISSUE_11 = "c372b7c"
+BASE = "07e6991"
+"""The last commit before issue 20's sandbox work: the zygote did no warm-up then."""
 
 SNIPPET = """\
 import torch
@@ -47,6 +53,9 @@ def cold_runs(n: int) -> list[float]:
     return times
 
 
+# ---- child mode: one pool, answering one command per line ------------------------------------
+
+
 def warm_runs(sb, n: int, pause_s: float) -> list[float]:
     """`pause_s` between runs lets the pool prepare the next process, as it does between a
     learner's clicks; with no pause each run also competes with that preparation for the CPU."""
@@ -60,7 +69,18 @@ def warm_runs(sb, n: int, pause_s: float) -> list[float]:
     return times
 
 
-def throughput(sb, seconds: float) -> float:
+def _cpu_s(pid: int | None = None) -> float:
+    """CPU seconds of a process and of the children it has reaped (the zygote reaps its runners);
+    of this process alone when `pid` is None."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(sb, seconds: float) -> dict[str, float]:
+    """Two clients back to back for `seconds`: runs, elapsed time and the CPU spent on them."""
     done = 0
     lock = threading.Lock()
     stop = time.perf_counter() + seconds
@@ -68,27 +88,32 @@ def throughput(sb, seconds: float) -> float:
     def client() -> None:
         nonlocal done
         while time.perf_counter() < stop:
-            assert sb.run(SNIPPET).status == "ok"
+            r = sb.run(SNIPPET)
+            assert r.status == "ok", r
             with lock:
                 done += 1
 
+    zygote = sb._zygote.pid
+    cpu0, pool0 = _cpu_s(zygote), _cpu_s()
     threads = [threading.Thread(target=client) for _ in range(2)]
     t = time.perf_counter()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    return done / (time.perf_counter() - t)
+    elapsed = time.perf_counter() - t
+    # The runners of the last runs end (and are reaped) a moment after their results come back.
+    time.sleep(0.5)
+    return {"runs": done, "s": elapsed, "sandbox_cpu_s": _cpu_s(zygote) - cpu0, "pool_cpu_s": _cpu_s() - pool0}
 
 
 def serve(root: str) -> None:
-    """Child mode: a pool of the sandbox found under `root`, answering one command per line."""
     sys.path.insert(0, root)
     from sandbox import Sandbox
 
     with Sandbox(workers=2) as sb:
         warm_runs(sb, 5, 0.2)
-        print(json.dumps("ready"), flush=True)
+        print(json.dumps({"huge_mib": sb.huge_page_bytes >> 20}), flush=True)
         for line in sys.stdin:
             what, *args = line.split()
             if what == "warm":
@@ -99,84 +124,119 @@ def serve(root: str) -> None:
                 return
 
 
-class Baseline:
-    """The sandbox of an earlier commit, in a child process of its own."""
+# ---- the parent: two pools taking turns ------------------------------------------------------
 
-    def __init__(self, rev: str) -> None:
-        self.tmp = tempfile.TemporaryDirectory(prefix="ampquiz-baseline-")
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "sandbox"], capture_output=True, check=True)
-        with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-            tar.extractall(self.tmp.name, filter="data")
+
+class Pool:
+    """A sandbox pool in a child process, started from the sandbox package under `root`."""
+
+    def __init__(self, root: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", self.tmp.name],
+            [sys.executable, __file__, "--serve", root],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert self.ask("") == "ready"
+        self.hello = self.ask("")
 
     def ask(self, command: str):
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if command:
             self.proc.stdin.write(command + "\n")
             self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise SystemExit(f"the pool under {command or 'start'} died (exit code {self.proc.wait()})")
+        return json.loads(answer)
 
     def close(self) -> None:
-        try:
-            self.ask("quit") if self.proc.poll() is None else None
-        except (OSError, ValueError):
-            pass
+        if self.proc.poll() is None:
+            try:
+                self.ask("quit")
+            except (OSError, ValueError, SystemExit):
+                pass
         self.proc.wait(timeout=60)
-        self.tmp.cleanup()
+
+
+def checkout(rev: str, into: str) -> str:
+    """The base revision's sandbox package, extracted beside this tree; returns its full hash."""
+    full = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", full, "sandbox"], capture_output=True, check=True)
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return full
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--cold", type=int, default=7)
-    ap.add_argument("--warm", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--baseline", default=BEFORE_ISSUE_11, help="commit whose sandbox to compare with, or 'none'")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default=BASE, help=f"revision whose sandbox to compare with, or 'none' (default {BASE})")
+    ap.add_argument("--rounds", type=int, default=4, help="turns each pool takes (throughput and warm blocks)")
+    ap.add_argument("--seconds", type=float, default=4.0, help="throughput seconds per turn")
+    ap.add_argument("--warm", type=int, default=25, help="warm runs per turn, 0.2 s apart, then as many back to back")
+    ap.add_argument("--cold", type=int, default=5)
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         return serve(args.serve)
     sys.path.insert(0, str(REPO))
     from bench._stats import line, p50, percentile
-    from sandbox import Sandbox
 
-    print(f"host: {os.cpu_count()} cores; snippet: autocast Linear + print(y.dtype)")
-    base = Baseline(args.baseline) if args.baseline != "none" else None
-    warm, back, old_warm, old_back = [], [], [], []
-    blocks = 5
-    try:
-        with Sandbox(workers=2) as sb:
-            warm_runs(sb, 5, 0.2)  # let the pool fill
-            for _ in range(blocks):  # turns: today's block, then the baseline's, while the other idles
-                warm += warm_runs(sb, args.warm // blocks, 0.2)
-                back += warm_runs(sb, args.warm // blocks, 0.0)
-                time.sleep(1.0)  # let this pool's runners be prepared before the other measures
-                if base:
-                    old_warm += base.ask(f"warm {args.warm // blocks} 0.2")
-                    old_back += base.ask(f"warm {args.warm // blocks} 0.0")
-                    time.sleep(1.0)
-            cold = cold_runs(args.cold)
-            rate = throughput(sb, args.seconds)
-            old_rate = base.ask(f"throughput {args.seconds}") if base else None
-            huge_mib = sb.huge_page_bytes >> 20
-    finally:
-        if base:
-            base.close()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "sandbox"],
+                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    print(f"host: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; snippet: autocast Linear + print(y.dtype)")
+    print(f"this tree: {head}{' + uncommitted sandbox changes' if dirty else ''}")
+    names = ["now"]
+    with tempfile.TemporaryDirectory(prefix="ampquiz-base-") as tmp:
+        pools = {"now": Pool(str(REPO))}
+        try:
+            if args.base != "none":
+                full = checkout(args.base, tmp)
+                print(f"base: {full} (its sandbox/ via git archive, started from {tmp})")
+                pools["base"] = Pool(tmp)
+                names.append("base")
+            samples: dict[str, dict[str, list]] = {n: {"warm": [], "back": [], "tp": []} for n in names}
+            for r in range(args.rounds):
+                # Alternate who goes first, so neither always follows the other's clean-up.
+                for name in names if r % 2 == 0 else names[::-1]:
+                    pool, got = pools[name], samples[name]
+                    got["tp"].append(pool.ask(f"throughput {args.seconds}"))
+                    time.sleep(1.0)  # let this pool's runners be prepared again before it is timed
+                    got["warm"] += pool.ask(f"warm {args.warm} 0.2")
+                    got["back"] += pool.ask(f"warm {args.warm} 0.0")
+                    time.sleep(1.0)  # and let it settle before the other pool is measured
+            huge = {n: pools[n].hello["huge_mib"] for n in names}
+        finally:
+            for pool in pools.values():
+                pool.close()
+    cold = cold_runs(args.cold)
+
+    def rate(name: str) -> float:
+        tp = samples[name]["tp"]
+        return sum(t["runs"] for t in tp) / sum(t["s"] for t in tp)
+
+    def cpu_ms(name: str, key: str) -> float:
+        tp = samples[name]["tp"]
+        return 1000 * sum(t[key] for t in tp) / sum(t["runs"] for t in tp)
+
     print(line(f"cold python -c p50 ({args.cold} runs)", f"{p50(cold):8.1f} ms"))
-    print(line(f"warm Sandbox.run p50 ({len(warm)} runs, 0.2 s apart)", f"{p50(warm):8.1f} ms"))
-    print(line("warm Sandbox.run p90 / p99", f"{percentile(warm, 90):8.1f} ms / {percentile(warm, 99):.1f} ms"))
-    print(line("warm Sandbox.run p50, back to back", f"{p50(back):8.1f} ms"))
-    print(line("speed-up (cold p50 / warm p50)", f"{p50(cold) / p50(warm):8.1f} x"))
-    print(line("throughput, 2 workers busy", f"{rate:8.1f} runs/s"))
-    print(line("zygote heap on 2 MiB pages (cheaper forks)", f"{huge_mib:8d} MiB"))
-    if base:
-        print(f"sandbox of {args.baseline} (before issue 11), interleaved with the runs above:")
-        print(line("  warm p50, 0.2 s apart: then / now / now - then", f"{p50(old_warm):8.1f} ms / {p50(warm):.1f} ms / {p50(warm) - p50(old_warm):+.1f} ms"))
-        print(line("  warm p50, back to back: then / now", f"{p50(old_back):8.1f} ms / {p50(back):.1f} ms"))
-        print(line("  throughput, 2 workers busy: then / now", f"{old_rate:8.1f} / {rate:.1f} runs/s"))
+    for name in names:
+        s = samples[name]
+        label = "this tree" if name == "now" else f"base {args.base}"
+        per_turn = ", ".join(f"{t['runs'] / t['s']:.1f}" for t in s["tp"])
+        print(f"{label}:")
+        print(line(f"  warm p50 ({len(s['warm'])} runs, 0.2 s apart)", f"{p50(s['warm']):8.2f} ms"))
+        print(line("  warm p90 / p99", f"{percentile(s['warm'], 90):8.2f} ms / {percentile(s['warm'], 99):.2f} ms"))
+        print(line("  warm p50, back to back", f"{p50(s['back']):8.2f} ms"))
+        print(line("  runs/s, 2 workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
+        print(line("  CPU per run: sandbox / pool", f"{cpu_ms(name, 'sandbox_cpu_s'):8.1f} ms / {cpu_ms(name, 'pool_cpu_s'):.1f} ms"))
+        print(line("  zygote heap on 2 MiB pages", f"{huge[name]:8d} MiB"))
+    now_warm = p50(samples["now"]["warm"])
+    print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))
+    if "base" in samples:
+        ratio = rate("now") / rate("base")
+        delta = now_warm - p50(samples["base"]["warm"])
+        print(line("runs/s, this tree / base (target >= 1.4x)", f"{ratio:8.2f} x  {'met' if ratio >= 1.4 else 'MISSED'}"))
+        print(line("warm p50, this tree - base (target <= +1.5 ms)", f"{delta:+8.2f} ms  {'met' if delta <= 1.5 else 'MISSED'}"))
 
 
 if __name__ == "__main__":

@@ -107,9 +107,13 @@ class Sandbox:
         hide: list[str] | None = None,
         allow_cuda: bool = True,
         start_timeout_s: float = 120.0,
+        zygote_timeout_s: float | None = None,
     ) -> None:
         self.workers = workers
         self.start_timeout_s = start_timeout_s
+        """How long a runner may take to be prepared (and `start` to wait for the first one)."""
+        self.zygote_timeout_s = start_timeout_s if zygote_timeout_s is None else zygote_timeout_s
+        """How long the zygote may take to start: importing torch, several seconds on a busy host."""
         hidden = [*default_hidden_paths(), *(hide or [])]
         self._config = {
             "hide": sorted({str(Path(p).resolve()) for p in hidden if str(Path(p).resolve()) not in _NEVER_HIDE}),
@@ -141,7 +145,13 @@ class Sandbox:
         if self._zygote is not None:
             return self
         self._closing.clear()
-        self._start_zygote()
+        try:
+            self._start_zygote()
+        except SandboxError:
+            self._zygote = None  # not started: `alive` is False, and start() may be tried again
+            if self._control:
+                self._control.close()
+            raise
         self._threads = [
             threading.Thread(target=self._refill, name="sandbox-refill", daemon=True),
             threading.Thread(target=self._bury, name="sandbox-cleanup", daemon=True),
@@ -178,21 +188,45 @@ class Sandbox:
         )
         child_end.close()
         self._control = parent_end
-        parent_end.settimeout(self.start_timeout_s)
+        parent_end.settimeout(self.zygote_timeout_s)
+        timed_out = False
         try:
             wire.send(parent_end, self._config)
             hello = wire.recv(parent_end)
+        except TimeoutError:
+            hello, timed_out = None, True
         except OSError:
             hello = None
         if hello is None:
-            self._zygote.kill()
-            raise SandboxError("the sandbox zygote exited while starting (is torch importable?)")
+            raise self._zygote_failed(timed_out)
         parent_end.settimeout(None)
         self.environment = hello["environment"]
         self.cgroups = hello["cgroups"]
         self.huge_page_bytes = int(hello.get("huge_page_bytes", 0))
         if hello.get("syscall_filter", "ok") != "ok":
             log.warning("sandbox: %s", hello["syscall_filter"])
+
+    def _zygote_failed(self, timed_out: bool) -> SandboxError:
+        """Why the zygote never said hello, in words that tell the two cases apart: still busy
+        when its time was up (killed now), or gone, with its exit code."""
+        assert self._zygote is not None
+        if not timed_out:
+            try:  # it closed its end: it is exiting, or about to
+                self._zygote.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        code = self._zygote.poll()
+        if code is None:
+            self._zygote.kill()
+            self._zygote.wait()
+            if timed_out:
+                return SandboxError(
+                    f"the sandbox zygote did not start within {self.zygote_timeout_s:g} s "
+                    "(it imports torch: is the host overloaded?); it was stopped"
+                )
+            return SandboxError("the sandbox zygote stopped answering while starting; it was stopped")
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return SandboxError(f"the sandbox zygote {how} while starting (is torch importable?)")
 
     def missing_protections(self) -> list[str]:
         """Protections this host refused (e.g. namespaces in an unprivileged container)."""

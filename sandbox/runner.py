@@ -64,40 +64,66 @@ def describe_environment(cuda: bool) -> dict[str, Any]:
     }
 
 
-def _warm_up_runner(cuda: bool) -> str:
-    """First-op costs (kernels, allocator, CUDA context) paid in the prepared runner, before any code.
+def warm_up_first_ops(device: str) -> None:
+    """The ops most snippets start with (a Linear layer under autocast, a matmul, half casts).
+
+    The first time in a process this pays torch's first-op costs (kernel registration, the
+    allocator, autocast's paths; on CUDA the context): in the zygote, once, on a CPU host; in each
+    runner on a CUDA host. Run again in a runner forked from a warmed zygote it costs a fraction of
+    that and still earns its keep: it makes the runner's private copies of the memory pages these
+    ops write (reference counts, allocator state), which the snippet would otherwise copy on its
+    own clock -- a few hundred page faults, about 1.5 ms of a run's latency.
 
     Creating the Linear layer draws from torch's generator; `_seed_like_a_fresh_process` then
-    gives the snippet the generator a fresh process would have.
+    gives each snippet the generator a fresh process would have.
     """
     import torch
 
     torch.set_num_threads(1)
-    device = "cuda" if cuda else "cpu"
     x = torch.ones(4, 4, device=device)
     layer = torch.nn.Linear(4, 4, device=device)
     with torch.no_grad():
         with torch.autocast(device):
             layer(x).float().sum().item()
         (x @ x).half().float().sum().item()
-    _seed_like_a_fresh_process()
+
+
+def _warm_up_runner(cuda: bool) -> str:
+    """The runner's share of the warm-up (all of it on a CUDA host: the zygote must never touch
+    CUDA, or no child of it could use it), then the reseeding."""
+    warm_up_first_ops("cuda" if cuda else "cpu")
+    _seed_like_a_fresh_process(cuda)
     if cuda:
+        import torch
+
         torch.cuda.synchronize()
         return torch.cuda.get_device_name(0)
     return ""
 
 
-def _seed_like_a_fresh_process() -> None:
+def _seed_like_a_fresh_process(cuda: bool) -> None:
     """Every runner is a fork of one zygote, so all would draw the same "random" numbers. A fresh
     process of this torch seeds itself from the OS (each run differs) or, in older versions, from
     a fixed default seed (each run the same): do what it would do. Python's `random` reseeds
-    itself after a fork; NumPy's global generator does not."""
+    itself after a fork; NumPy's global generator does not.
+
+    On a CPU host only the CPU generator exists for a snippet, and it is reseeded directly:
+    `torch.seed()` would also queue a seeding of each accelerator's generators for when they start
+    (they never do here), recording a formatted stack for each -- about 2.5 ms and 450 page faults
+    per run, for nothing a snippet could see. On a CUDA host, where the runner has started CUDA,
+    `torch.seed()` seeds its generators too.
+    """
     import torch
 
-    if ZYGOTE_INITIAL_SEED == _CLASSIC_DEFAULT_SEED:
+    classic = ZYGOTE_INITIAL_SEED == _CLASSIC_DEFAULT_SEED
+    if cuda and classic:
         torch.manual_seed(_CLASSIC_DEFAULT_SEED)
-    else:
+    elif cuda:
         torch.seed()
+    elif classic:
+        torch.default_generator.manual_seed(_CLASSIC_DEFAULT_SEED)
+    else:
+        torch.default_generator.seed()
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()

@@ -2,8 +2,11 @@
 
 Started by `sandbox.pool.Sandbox` as `python -m sandbox.zygote FD`, FD being its control socket;
 its configuration comes as the first message there, never on its command line (which every runner
-inherits, and a snippet can read as /proc/1/cmdline: it names paths the runner must not see). It never runs a tensor op nor touches CUDA, so every fork starts clean (a child of a
-process that initialised CUDA could not use it). For each `spawn` request it forks a *runner*:
+inherits, and a snippet can read as /proc/1/cmdline: it names paths the runner must not see).
+It never touches CUDA, so every fork starts clean (a child of a process that initialised CUDA
+could not use it). On a CPU host it runs a few tensor ops once, so that torch's first-op costs
+are paid here rather than in every runner; it stays single-threaded (OMP_NUM_THREADS=1 and one
+intra-op thread), as a process that forks must. For each `spawn` request it forks a *runner*:
 
     zygote ── runner (pid 1 of a new pid namespace; new net, mount, ipc, uts namespaces; its cgroup)
 
@@ -232,16 +235,21 @@ def main() -> None:
     with warnings.catch_warnings():  # import-time notices (e.g. no NumPy) are not any snippet's
         warnings.simplefilter("ignore")
         _warm_imports()
-    import torch
+        import torch
 
-    runner.remember_zygote_seed()  # before any fork: each runner reseeds as a fresh process would
+        runner.remember_zygote_seed()  # before any fork: each runner reseeds as a fresh process would
+        config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
+        # torch's first-op costs, once here instead of in every runner (about 5 ms of CPU and
+        # 600 page faults each): on a CPU host only. A process that initialised CUDA has children
+        # that cannot use it, so on a CUDA host each runner still pays them itself.
+        if not config["cuda"]:
+            runner.warm_up_first_ops("cpu")
     seccomp.prepare()  # compiled once; each runner only loads it
     # Every object so far (torch's ~280k) moves out of the collector's reach. Otherwise the first
     # full collection in a runner writes to each of them, copying the zygote's whole heap page by
     # page: about 170 ms of CPU in that run instead of 0.5 ms.
     gc.freeze()
     huge_page_bytes = _back_heap_with_huge_pages()
-    config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
     cgroups = CgroupFactory()
     cgroups.sweep()
     try:  # orphans (hosts without pid namespaces) are reparented here and reaped, never zombies

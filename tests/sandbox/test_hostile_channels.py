@@ -164,8 +164,10 @@ def test_a_runner_gone_with_its_code_unread_is_a_result_not_a_crash() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities takes root")
 def test_a_host_that_refuses_what_a_runner_needs_gets_a_clear_error_not_a_hang() -> None:
     """Root without any capability (a container run with every capability dropped) cannot hand a
-    run its own uid: starting the pool says so within its time limit, and leaves nothing behind."""
-    start = "from sandbox import Sandbox\nSandbox(workers=1, start_timeout_s=5).start()"
+    run its own uid: starting the pool says so within its time limit, and leaves nothing behind.
+    The 5 s are the runners' alone: the zygote's start (importing torch) has a budget of its own,
+    which a busy host may need."""
+    start = "from sandbox import Sandbox\nSandbox(workers=1, start_timeout_s=5, zygote_timeout_s=80).start()"
     out = subprocess.run(
         ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", start],
         cwd=REPO, capture_output=True, text=True, timeout=90, check=False,

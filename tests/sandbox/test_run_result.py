@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,9 +73,18 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
     else:
         assert len(runs) == 3, runs
     assert len({sb.run("import random\nprint(random.random())").stdout for _ in range(3)}) == 3
+    assert len({sb.run("import numpy\nprint(numpy.random.rand())").stdout for _ in range(3)}) == 3
     seeded = "import torch\ntorch.manual_seed(0)\nprint(torch.rand(3), torch.nn.Linear(2, 1).weight)\n"
     again = subprocess.run([sys.executable, "-c", seeded], capture_output=True, text=True, check=True)
     assert sb.run(seeded).stdout == again.stdout
+
+
+def test_the_zygote_stays_single_threaded_after_its_warm_up(sb: Sandbox) -> None:
+    """It runs torch ops once (on a CPU host) before it forks runners: a thread started there
+    (an intra-op pool, say) would leave each fork with locks no thread of its own can release."""
+    assert sb._zygote is not None
+    assert os.listdir(f"/proc/{sb._zygote.pid}/task") == [str(sb._zygote.pid)]
+    assert sb.run("import torch\nprint(torch.get_num_threads())").stdout == "1\n"
 
 
 def test_sandbox_package_never_imports_app() -> None:
