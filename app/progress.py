@@ -1,42 +1,57 @@
-"""A learner's standing: their attempts folded per question, review statuses, totals per topic and
-set, history and review queue. Computed once from the bank, the store's rows and the clock; the
-pages and the API both read it, so a learner sees the same numbers whichever they use.
+"""A learner's standing: their last answer per question, review statuses, totals per topic and
+set, history and review queue. Computed from the bank (its per-version index), the store's
+summary of the learner (`LearnerData`) and the clock; the pages and the API both read it, so a
+learner sees the same numbers whichever they use.
+
+It costs what the learner answered, not what the bank holds: a question never answered is "new"
+without being looked at, so counts per set and per topic are the bank's totals (kept per bank
+version) less what the learner's answers moved.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from app import review
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
+from app.bank_index import BankIndex, index_of
 from app.public_question import title_of
-from app.store import Attempt, LearnerData, ReviewCard
+from app.store import AttemptRow, CardRow, LearnerData
+
+STATUSES = ("new", "right", "wrong", "due")
 
 
 @dataclass
 class Standing:
-    """One learner's attempts folded per question, with review statuses at `now`."""
+    """One learner's answers folded per question, with review statuses at `now`."""
 
     bank: Bank
     data: LearnerData
     now: datetime
-    last: dict[str, Attempt] = field(init=False)
+    last: dict[str, bool] = field(init=False)
+    """Question id -> whether the last answer to it, as it is now, was right."""
+    index: BankIndex = field(init=False)
 
     def __post_init__(self) -> None:
+        self.index = index_of(self.bank)
         self.last = {}
-        for a in self.data.attempts:
-            if self.answered_this_version(a):
-                self.last[a.question_id] = a
+        for question_id, fingerprint, right in self.data.latest:  # oldest first: the last one wins
+            loaded = self.bank.question(question_id)
+            if loaded is not None and fingerprint in ("", loaded.fingerprint):
+                self.last[question_id] = right
+        self._statuses: dict[str, str] | None = None
+        self._queue: list[dict[str, Any]] | None = None
+        self._groups: dict[str, dict[str, list[str]]] = {}
 
-    def answered_this_version(self, attempt: Attempt) -> bool:
+    def answered_this_version(self, attempt: AttemptRow) -> bool:
         """Whether an attempt answered the question as it is now (not a changed or replaced one)."""
         loaded = self.bank.question(attempt.question_id)
         return loaded is not None and attempt.fingerprint in ("", loaded.fingerprint)
 
-    def card(self, question_id: str) -> ReviewCard | None:
+    def card(self, question_id: str) -> CardRow | None:
         card = self.data.cards.get(question_id)
         loaded = self.bank.question(question_id)
         if card is None or loaded is None or card.fingerprint not in ("", loaded.fingerprint):
@@ -44,51 +59,64 @@ class Standing:
         return card
 
     def status(self, question_id: str) -> str:
-        return review.status(self.last.get(question_id), self.card(question_id), self.now)
+        if question_id not in self.last:
+            return "new"
+        card = self.card(question_id)
+        return review.status_of(self.last[question_id], card.due_utc if card else None, self.now)
+
+    def statuses(self) -> dict[str, str]:
+        """The status of every question answered (every other one is new)."""
+        if self._statuses is None:
+            self._statuses = {qid: self.status(qid) for qid in self.last}
+        return self._statuses
+
+    def _counts(self, total: int, statuses: Any) -> dict[str, int]:
+        counts = {"total": total, "new": 0, "right": 0, "wrong": 0, "due": 0, **Counter(statuses)}
+        counts["new"] = total - counts["right"] - counts["wrong"] - counts["due"]
+        counts["answered"] = total - counts["new"]
+        return counts
 
     def summary(self, questions: list[LoadedQuestion]) -> dict[str, int]:
-        counts = {"total": len(questions), "new": 0, "right": 0, "wrong": 0, "due": 0}
-        for q in questions:
-            counts[self.status(q.id)] += 1
-        counts["answered"] = counts["total"] - counts["new"]
-        return counts
+        known = self.statuses()
+        return self._counts(len(questions), (known[q.id] for q in questions if q.id in known))
+
+    def set_summary(self, loaded_set: LoadedSet) -> dict[str, int]:
+        return self._counts(len(loaded_set.questions), self._grouped("set").get(loaded_set.id, []))
+
+    def _grouped(self, by: str) -> dict[str, list[str]]:
+        """The answered questions' statuses per set id or per topic."""
+        cached = self._groups.get(by)
+        if cached is None:
+            cached = self._groups[by] = {}
+            for qid, status in self.statuses().items():
+                loaded = self.bank.question(qid)
+                assert loaded is not None  # `last` holds only questions of this bank
+                cached.setdefault(loaded.set_id if by == "set" else loaded.question.topic, []).append(status)
+        return cached
 
     def totals(self) -> dict[str, int]:
         """Attempts made and right, questions answered, questions in the bank, reviews due now."""
-        attempts = self.data.attempts
         return {
-            "attempts": len(attempts),
-            "right": sum(1 for a in attempts if a.correct),
+            "attempts": sum(n for n, _ in self.data.by_topic.values()),
+            "right": sum(r for _, r in self.data.by_topic.values()),
             "answered": len(self.last),
-            "questions": len(self.bank.questions),
+            "questions": self.index.count,
             "due": sum(1 for r in self.queue() if r["is_due"]),
         }
 
-    def set_summary(self, loaded_set: LoadedSet) -> dict[str, int]:
-        return self.summary(loaded_set.questions)
-
-    def topic_questions(self) -> dict[str, list[LoadedQuestion]]:
-        by_topic: dict[str, list[LoadedQuestion]] = defaultdict(list)
-        for q in self.bank.questions:
-            by_topic[q.question.topic].append(q)
-        return dict(sorted(by_topic.items()))
-
     def topics(self) -> list[dict[str, Any]]:
         """Accuracy per topic: attempts right / attempts, and questions whose last try was right."""
-        attempts: dict[str, list[Attempt]] = defaultdict(list)
-        for a in self.data.attempts:
-            attempts[a.topic].append(a)
+        by_topic = self._grouped("topic")
         rows = []
-        for topic, questions in self.topic_questions().items():
-            tries = attempts.get(topic, [])
-            right = sum(1 for a in tries if a.correct)
+        for topic, total in self.index.topic_totals.items():
+            tries, right = self.data.by_topic.get(topic, (0, 0))
             rows.append(
                 {
-                    **self.summary(questions),  # "right" there counts questions whose last try was right
+                    **self._counts(total, by_topic.get(topic, [])),  # "right" there counts questions whose last try was right
                     "topic": topic,
-                    "attempts": len(tries),
+                    "attempts": tries,
                     "attempts_right": right,
-                    "accuracy": round(100 * right / len(tries)) if tries else None,
+                    "accuracy": round(100 * right / tries) if tries else None,
                 }
             )
         return rows
@@ -96,7 +124,7 @@ class Standing:
     def history(self, limit: int = 100) -> list[dict[str, Any]]:
         """Newest first; attempts at questions since removed from the bank are kept, untitled."""
         rows = []
-        for a in reversed(self.data.attempts[-limit:]):
+        for a in self.data.recent[:limit]:
             loaded = self.bank.question(a.question_id)
             rows.append(
                 {
@@ -114,6 +142,9 @@ class Standing:
         return rows
 
     def queue(self) -> list[dict[str, Any]]:
+        """Every missed question of the bank as it is now, soonest due first (those due now lead)."""
+        if self._queue is not None:
+            return self._queue
         rows = []
         cards = {qid: c for qid in self.data.cards if (c := self.card(qid)) is not None}
         for item in review.queue(cards, self.now):
@@ -131,4 +162,5 @@ class Standing:
                     "lapses": item.lapses,
                 }
             )
+        self._queue = rows
         return rows

@@ -102,6 +102,16 @@ class ProofBook:
         return skip_reason(loaded.question, self.device) is None
 
     def proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
+        """What proves this question's key; kept on the question until the records or this
+        server's own proofs change (every page asks, once per request)."""
+        cached = loaded.__dict__.get("_proof")
+        if cached is not None and cached[0] is self and cached[1] is records and cached[2] == self.version:
+            return cached[3]
+        found = self._proof(loaded, records)
+        loaded.__dict__["_proof"] = (self, records, self.version, found)
+        return found
+
+    def _proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
         if not loaded.question.code:
             return Proof("conceptual", [_badge("", "conceptual", "conceptual — no code to run")])
         by_device = {v.device_kind: v for v in verifications(records, loaded)}

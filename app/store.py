@@ -8,12 +8,13 @@ store.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Index, bindparam, event, inspect, or_, text
+from sqlalchemy import Index, bindparam, case, event, func, inspect, or_, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
@@ -35,7 +36,12 @@ class Learner(SQLModel, table=True):
 
 
 class Attempt(SQLModel, table=True):
-    __table_args__ = (Index("ix_attempt_learner_submit", "learner_id", "submit_id", unique=True),)
+    __table_args__ = (
+        Index("ix_attempt_learner_submit", "learner_id", "submit_id", unique=True),
+        # A learner's attempts at one question, newest last: the question page's one query, and
+        # the progress page's last answer per question, read only that learner's rows.
+        Index("ix_attempt_learner_question", "learner_id", "question_id", "id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     learner_id: str = Field(index=True, foreign_key="learner.id", max_length=64)
@@ -84,13 +90,29 @@ class ReviewCard(SQLModel, table=True):
         return as_utc(self.due)
 
 
+class QuestionState(NamedTuple):
+    last_correct: bool | None
+    """Whether the learner's last attempt at this version was right (None: never answered)."""
+    due: datetime | None
+    """When its review card is due (None: no card)."""
+    attempt: AttemptRow | None = None
+    """The attempt asked for, when it is this learner's."""
+
+
 @dataclass(frozen=True)
 class LearnerData:
-    """Everything one learner's pages need, read in one go."""
+    """Everything one learner's pages need, read in one go and summarised by the database, so it
+    grows with the questions the learner answered, not with every attempt they made."""
 
-    attempts: list[Attempt]
-    """Oldest first."""
-    cards: dict[str, ReviewCard]
+    latest: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(question id, fingerprint, right) of the last attempt at each version of each question
+    answered, oldest first."""
+    by_topic: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Topic -> (attempts, right attempts)."""
+    cards: dict[str, CardRow] = field(default_factory=dict)
+    """Review cards by question id (without the scheduler's JSON, which no page shows)."""
+    recent: list[AttemptRow] = field(default_factory=list)
+    """The newest attempts, newest first."""
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -141,12 +163,18 @@ def add_missing_columns(engine: Engine) -> list[str]:
 
 
 class Store:
-    """The one object the web layer talks to for persistence."""
+    """The one object the web layer talks to for persistence.
+
+    The learner's hot paths (a question's state, an answer, the progress page) are SQLAlchemy Core
+    statements built once at import, one connection per call, no ORM objects: the ORM's session
+    and identity map cost more CPU than the queries. Every method blocks for the database's round
+    trip, so the web calls them from worker threads, never on its event loop."""
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
         SQLModel.metadata.create_all(self.engine)
         add_missing_columns(self.engine)
+        self._add_learner = _insert_ignoring_duplicates(self.engine, _LEARNER)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -155,8 +183,8 @@ class Store:
         return Session(self.engine, expire_on_commit=False)
 
     def ping(self) -> bool:
-        with self._session() as s:
-            s.exec(select(1)).one()
+        with self.engine.connect() as conn:
+            conn.execute(select(1)).one()
         return True
 
     def record_attempt(
@@ -173,46 +201,40 @@ class Store:
         submit_id: str | None = None,
         seconds: float | None = None,
         review: ReviewUpdate | None = None,
+        reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None = None,
         now: datetime | None = None,
-    ) -> tuple[Attempt, bool]:
-        """Stores an attempt (creating the learner on first use) and updates its review card.
-        Returns the attempt and whether it is new: a `submit_id` already stored for this learner
-        (a double click, a replayed form) returns the attempt it stored, and changes nothing."""
-        if submit_id is not None:
-            earlier = self.submitted(learner_id, submit_id)
-            if earlier is not None:
-                return earlier, False
+    ) -> tuple[AttemptRow, bool]:
+        """Stores an attempt (creating the learner on first use) and updates its review card, in
+        one transaction. Returns the attempt and whether it is new: a `submit_id` already stored
+        for this learner (a double click, a replayed form) returns the attempt it stored, and
+        changes nothing. `reschedule`, when given, computes the card's update from the card as
+        stored (None, or another version's card: start afresh), read in the same transaction."""
         now = now or utcnow()
+        values = {
+            "learner_id": learner_id, "question_id": question_id, "set_id": set_id, "topic": topic,
+            "kind": kind, "answer": json.dumps(answer), "correct": correct, "created_at": now,
+            "fingerprint": fingerprint, "submit_id": submit_id, "seconds": seconds,
+        }  # fmt: skip
         try:
-            with self._session() as s:
-                if s.get(Learner, learner_id) is None:
-                    s.add(Learner(id=learner_id, created_at=now))
-                    s.flush()
-                attempt = Attempt(
-                    learner_id=learner_id,
-                    question_id=question_id,
-                    set_id=set_id,
-                    topic=topic,
-                    kind=kind,
-                    answer=json.dumps(answer),
-                    correct=correct,
-                    created_at=now,
-                    fingerprint=fingerprint,
-                    submit_id=submit_id,
-                    seconds=seconds,
-                )
-                s.add(attempt)
+            with self.engine.begin() as conn:
+                if submit_id is not None:
+                    row = conn.execute(_BY_SUBMIT, {"learner": learner_id, "submit": submit_id}).first()
+                    if row is not None:
+                        return _attempt(row), False
+                key = {"learner": learner_id, "question": question_id}
+                stored = conn.execute(_CARD, key).first()
+                card = _card(stored) if stored is not None else None
+                if reschedule is not None:
+                    same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
+                    review = reschedule(card if same else None)
+                conn.execute(self._add_learner, {"id": learner_id, "created_at": now})
+                attempt_id = conn.execute(_ADD_ATTEMPT, values).inserted_primary_key[0]
                 if review is not None:
-                    card = s.get(ReviewCard, (learner_id, question_id))
-                    if card is None:
-                        card = ReviewCard(learner_id=learner_id, question_id=question_id, card="", due=now)
-                    elif card.fingerprint and card.fingerprint != fingerprint:
-                        card.lapses = 0  # a card for another version of the question: start afresh
-                    card.card, card.due, card.fingerprint = review.card_json, review.due, fingerprint
-                    card.lapses += 0 if correct else 1
-                    s.add(card)
-                s.commit()
-                return attempt, True
+                    lapses = 0 if card is None or (card.fingerprint and card.fingerprint != fingerprint) else card.lapses
+                    lapses += 0 if correct else 1
+                    row = {**key, "card": review.card_json, "due": review.due, "lapses": lapses, "fingerprint": fingerprint}
+                    conn.execute(_UPDATE_CARD if card is not None else _ADD_CARD, row)
+            return AttemptRow(id=attempt_id, **values), True
         except IntegrityError:
             # Two submits of one form raced past the check above: the other one was stored.
             earlier = self.submitted(learner_id, submit_id) if submit_id is not None else None
@@ -220,32 +242,37 @@ class Store:
                 raise
             return earlier, False
 
-    def submitted(self, learner_id: str, submit_id: str) -> Attempt | None:
-        with self._session() as s:
-            return s.exec(
-                select(Attempt).where(Attempt.learner_id == learner_id, Attempt.submit_id == submit_id)
-            ).first()
+    def submitted(self, learner_id: str, submit_id: str) -> AttemptRow | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(_BY_SUBMIT, {"learner": learner_id, "submit": submit_id}).first()
+        return _attempt(row) if row is not None else None
 
-    def card(self, learner_id: str, question_id: str, fingerprint: str = "") -> ReviewCard | None:
+    def card(self, learner_id: str, question_id: str, fingerprint: str = "") -> CardRow | None:
         """The learner's review card for this version of the question (None for another's)."""
-        with self._session() as s:
-            card = s.get(ReviewCard, (learner_id, question_id))
+        with self.engine.connect() as conn:
+            row = conn.execute(_CARD, {"learner": learner_id, "question": question_id}).first()
+        card = _card(row) if row is not None else None
         if card is not None and card.fingerprint and fingerprint and card.fingerprint != fingerprint:
             return None
         return card
 
     def question_state(
-        self, learner_id: str, question_id: str, fingerprint: str = ""
-    ) -> tuple[bool | None, datetime | None]:
-        """(was the last attempt right, when the review card is due) for this version of one
-        question: all a question page needs, in one cheap query without the ORM (it is the
-        busiest page)."""
+        self, learner_id: str, question_id: str, fingerprint: str = "", attempt_id: int | None = None
+    ) -> QuestionState:
+        """Whether the last attempt at this version of one question was right, and when its review
+        card is due: all a question page needs, in one cheap query (it is the busiest page). With
+        `attempt_id`, that attempt is read too (the result page), on the same connection."""
         with self.engine.connect() as conn:
             correct, due = conn.execute(
                 _QUESTION_STATE, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
             ).one()
-        return (None if correct is None else bool(correct)), (
-            as_utc(due) if due is not None else None
+            row = None
+            if attempt_id is not None:
+                row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
+        return QuestionState(
+            None if correct is None else bool(correct),
+            as_utc(due) if due is not None else None,
+            _attempt(row) if row is not None else None,
         )
 
     def all_attempts(self) -> list[Attempt]:
@@ -253,24 +280,128 @@ class Store:
         with self._session() as s:
             return list(s.exec(select(Attempt).order_by(Attempt.id)))
 
-    def attempt(self, learner_id: str, attempt_id: int) -> Attempt | None:
-        with self._session() as s:
-            found = s.get(Attempt, attempt_id)
-            return found if found is not None and found.learner_id == learner_id else None
+    def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
+        return _attempt(row) if row is not None else None
 
-    def learner_data(self, learner_id: str | None) -> LearnerData:
+    def attempts_since(self, learner_id: str, since: datetime) -> list[AttemptRow]:
+        """The learner's attempts made at or after `since`, oldest first (a review session's)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(_SINCE, {"learner": learner_id, "since": since}).all()
+        return [_attempt(r) for r in rows]
+
+    def learner_data(self, learner_id: str | None, recent: int = 100) -> LearnerData:
+        """What one learner's pages need, summarised by the database: it grows with what the
+        learner answered, never with all their attempts (or the bank)."""
         if not learner_id:
-            return LearnerData([], {})
-        with self._session() as s:
-            attempts = list(
-                s.exec(select(Attempt).where(Attempt.learner_id == learner_id).order_by(Attempt.id))
-            )
-            cards = {
-                c.question_id: c
-                for c in s.exec(select(ReviewCard).where(ReviewCard.learner_id == learner_id))
-            }
-        return LearnerData(attempts, cards)
+            return LearnerData()
+        key = {"learner": learner_id}
+        with self.engine.connect() as conn:
+            latest = [(q, f, bool(c)) for q, f, c in conn.execute(_LATEST, key)]
+            by_topic = {t: (n, int(r or 0)) for t, n, r in conn.execute(_BY_TOPIC, key)}
+            cards = {r.question_id: _card(r) for r in conn.execute(_CARDS, key)}
+            newest = [_attempt(r) for r in conn.execute(_RECENT, {**key, "limit": recent})] if recent else []
+        return LearnerData(latest, by_topic, cards, newest)
 
+
+def _insert_ignoring_duplicates(engine: Engine, table: Any) -> Any:
+    """INSERT that does nothing when the row is there already (both databases ampquiz is tested
+    on say it natively; elsewhere, a plain INSERT guarded by NOT EXISTS)."""
+    name = engine.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        params = [bindparam(c.name) for c in table.columns]
+        exists = select(table.c.id).where(table.c.id == bindparam("id")).exists()
+        return table.insert().from_select([c.name for c in table.columns], select(*params).where(~exists))
+    return dialect_insert(table).on_conflict_do_nothing()
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
+    object's bookkeeping (a progress page reads dozens)."""
+
+    id: int
+    learner_id: str
+    question_id: str
+    set_id: str
+    topic: str
+    kind: str
+    answer: str
+    correct: bool
+    created_at: datetime
+    fingerprint: str
+    submit_id: str | None
+    seconds: float | None
+
+    @property
+    def answer_value(self) -> Any:
+        return json.loads(self.answer)
+
+    @property
+    def when(self) -> datetime:
+        return as_utc(self.created_at)
+
+
+@dataclass(frozen=True, slots=True)
+class CardRow:
+    """A review card as read back for a page (`ReviewCard`'s columns; `card`, the scheduler's
+    JSON, only where it is needed)."""
+
+    learner_id: str
+    question_id: str
+    due: datetime
+    lapses: int
+    fingerprint: str
+    card: str = ""
+
+    @property
+    def due_utc(self) -> datetime:
+        return as_utc(self.due)
+
+
+def _attempt(row: Any) -> AttemptRow:
+    return AttemptRow(**row._mapping)
+
+
+def _card(row: Any) -> CardRow:
+    return CardRow(**row._mapping)
+
+
+_LEARNER = Learner.__table__  # type: ignore[attr-defined]
+_ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
+_CARDS_TABLE = ReviewCard.__table__  # type: ignore[attr-defined]
+_A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
+_ADD_ATTEMPT = _ATTEMPTS.insert()
+_BY_SUBMIT = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
+_ATTEMPT = select(_ATTEMPTS).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
+_SINCE = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)
+_RECENT = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner")).order_by(_A.id.desc()).limit(bindparam("limit"))
+_THIS_CARD = (_C.learner_id == bindparam("learner"), _C.question_id == bindparam("question"))
+_CARD = select(_CARDS_TABLE).where(*_THIS_CARD)
+_CARDS = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint).where(_C.learner_id == bindparam("learner"))
+_ADD_CARD = _CARDS_TABLE.insert().values(
+    learner_id=bindparam("learner"), question_id=bindparam("question"), card=bindparam("card"),
+    due=bindparam("due"), lapses=bindparam("lapses"), fingerprint=bindparam("fingerprint"),
+)  # fmt: skip
+_UPDATE_CARD = _CARDS_TABLE.update().where(*_THIS_CARD).values(
+    card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses"), fingerprint=bindparam("fingerprint")
+)
+_LAST_PER_VERSION = (
+    select(func.max(_A.id)).where(_A.learner_id == bindparam("learner")).group_by(_A.question_id, _A.fingerprint)
+)
+_LATEST = select(_A.question_id, _A.fingerprint, _A.correct).where(_A.id.in_(_LAST_PER_VERSION)).order_by(_A.id)
+"""The last attempt at each version of each question the learner answered, oldest first."""
+_BY_TOPIC = (
+    select(_A.topic, func.count(), func.sum(case((_A.correct, 1), else_=0)))
+    .where(_A.learner_id == bindparam("learner"))
+    .group_by(_A.topic)
+)
+"""Attempts and right attempts per topic."""
 
 _SAME_VERSION = bindparam("fingerprint")
 _QUESTION_STATE = select(

@@ -10,87 +10,92 @@ from __future__ import annotations
 
 import secrets
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
+from app.bank_index import index_of
 from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, regrade
 from app.public_question import excerpt, title_of
 from app.web.deps import Learner, State
 from app.web.errors import NotFound
-from app.web.render import page
+from app.web.render import in_thread, render_page
 from app.web.review_session import left_in_session
 from app.web.state import WebState
 from app.web.what_if import what_if_for  # "What if…" cards (app.mutate)
 
 router = APIRouter(include_in_schema=False)
 
+SETS_PER_PAGE = 24
+"""The home page lists the bank's sets a page at a time: it costs the same at 20 sets or 2,000."""
+
+
 @router.get("/")
-async def home(request: Request, state: State, learner: Learner) -> Response:
+async def home(
+    request: Request, state: State, learner: Learner, page_number: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1
+) -> Response:
     bank = state.bank
-    standing = state.standing(learner)
-    sets = [
-        {
-            "set": s,
-            "summary": standing.set_summary(s),
-            "topics": sorted({q.question.topic for q in s.questions}),
-        }
-        for s in bank.sets
-    ]
-    due = sum(1 for row in standing.queue() if row["is_due"])
-    return await page(
-        state, request, "home.html", sets=sets, topics=standing.topics(), due=due, bank=bank
-    )
+    index = index_of(bank)
+    pages = max(1, -(-len(bank.sets) // SETS_PER_PAGE))
+    if page_number > pages:
+        raise NotFound(f"There is no page {page_number}: the question sets fill {pages}.")
+    shown = bank.sets[(page_number - 1) * SETS_PER_PAGE : page_number * SETS_PER_PAGE]
+
+    def build() -> Response:
+        standing = state.standing(learner, recent=0)
+        sets = [{"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]} for s in shown]
+        due = sum(1 for row in standing.queue() if row["is_due"])
+        return render_page(
+            state, request, "home.html", sets=sets, first_set=bank.sets[0] if bank.sets else None,
+            topics=standing.topics(), due=due, bank=bank, page_number=page_number, pages=pages,
+            set_count=len(bank.sets), first_shown=(page_number - 1) * SETS_PER_PAGE + 1,
+        )  # fmt: skip
+
+    return await in_thread(build)
 
 
 @router.get("/sets/{set_id}")
 async def set_page(set_id: str, request: Request, state: State, learner: Learner) -> Response:
-    loaded_set = state.bank.set(set_id)
+    loaded_set = index_of(state.bank).sets.get(set_id)
     if loaded_set is None:
         raise NotFound(f"There is no question set {set_id!r}.")
-    standing = state.standing(learner)
-    rows = [
-        {
-            "q": q,
-            "title": title_of(q),
-            "excerpt": excerpt(q.question.prompt),
-            "status": standing.status(q.id),
-        }
-        for q in loaded_set.questions
-    ]
-    return await page(
-        state,
-        request,
-        "set.html",
-        s=loaded_set,
-        rows=rows,
-        summary=standing.set_summary(loaded_set),
-    )
+
+    def build() -> Response:
+        standing = state.standing(learner, recent=0)
+        rows = [
+            {"q": q, "title": title_of(q), "excerpt": excerpt(q.question.prompt), "status": standing.status(q.id)}
+            for q in loaded_set.questions
+        ]
+        summary = standing.set_summary(loaded_set)
+        return render_page(state, request, "set.html", s=loaded_set, rows=rows, summary=summary)
+
+    return await in_thread(build)
 
 
-def _question_context(state: WebState, learner: str, question_id: str) -> dict[str, Any]:
-    return question_context(state, learner, state.question(question_id))
-
-
-def question_context(state: WebState, learner: str, loaded: LoadedQuestion) -> dict[str, Any]:
+def question_context(
+    state: WebState, learner: str, loaded: LoadedQuestion, attempt_id: int | None = None
+) -> dict[str, Any]:
     """What question.html shows of a question to a learner (the studio's preview uses it too, for
-    a question not in the bank yet: then it stands alone, without its set)."""
-    loaded_set = state.bank.set(loaded.set_id) if state.bank.question(loaded.id) is loaded else None
-    siblings = loaded_set.questions if loaded_set else [loaded]
-    index = next((i for i, q in enumerate(siblings) if q.id == loaded.id), 0)
+    a question not in the bank yet: then it stands alone, without its set). With `attempt_id`,
+    that attempt is read too and returned as `shown` when it is the learner's. Blocks on the
+    database: call it from a worker thread."""
+    loaded_set, index, prev, next_ = index_of(state.bank).neighbours(loaded)
     q = loaded.question
+    status, shown = state.question_state(learner, loaded, attempt_id)
     return {
         "loaded": loaded,
         "q": q,
         "title": title_of(loaded),
         "s": loaded_set,
         "position": index + 1,
-        "count": len(siblings),
-        "prev": siblings[index - 1] if index > 0 else None,
-        "next": siblings[index + 1] if index + 1 < len(siblings) else None,
-        "status": state.status(learner, loaded),
+        "count": len(loaded_set.questions) if loaded_set else 1,
+        "prev": prev,
+        "next": next_,
+        "status": status,
+        "shown": shown,
         "proof": (proof := state.proof(loaded)),
         "verification": proof.badges,
         "multiple": multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
@@ -111,21 +116,35 @@ async def question_page(
     attempt: Annotated[int | None, Query()] = None,
     review: Annotated[str | None, Query(pattern=r"^\d{1,12}$")] = None,
 ) -> Response:
-    context = _question_context(state, learner, question_id)
-    if review is not None:
-        context.update(review_since=review, review_left=left_in_session(state, learner))
-    loaded = context["loaded"]
+    loaded = state.question(question_id)
     if attempt is not None and not 1 <= attempt < 2**63:
         raise NotFound("There is no such attempt.")
-    shown = state.store.attempt(learner, attempt) if attempt is not None else None
-    if shown is not None and shown.question_id == loaded.id:
-        graded = regrade(loaded, shown, context["order"])
+    run = run_message = what_if = None
+    if attempt is not None:
+        # The result page shows the question's run: shared by every learner and kept once made,
+        # so this awaits nothing after the first answer to the question (made here, before the
+        # page's one trip to a worker thread, whose reads then decide whether it is shown).
         run, run_message = await state.question_run(loaded)
-        context.update(outcome=graded, attempt=shown, run=run, run_message=run_message)
-        context.update(what_if=what_if_for(request, state, loaded))  # recorded mutants, never run here
+        what_if = what_if_for(request, state, loaded)  # recorded mutants, never run here
     else:
         state.question_runs.prefetch(loaded)
-    return await page(state, request, "question.html", **context)
+
+    def build() -> Response:
+        context = question_context(state, learner, loaded, attempt)
+        if review is not None:
+            context.update(review_since=review, review_left=left_in_session(state, learner))
+        shown = context["shown"]
+        if shown is not None and shown.question_id == loaded.id:
+            graded = regrade(loaded, shown, context["order"])
+            context.update(outcome=graded, attempt=shown, run=run, run_message=run_message, what_if=what_if)
+            # The run and the cards are the same for every learner: rendered once, then reused.
+            if run is not None:
+                context["run_html"] = state.fragments.render(state, "_run.html", run, run=run)
+            if what_if is not None:
+                context["what_if_html"] = state.fragments.render(state, "_what_if.html", what_if, what_if=what_if)
+        return render_page(state, request, "question.html", **context)
+
+    return await in_thread(build)
 
 
 @router.post("/questions/{question_id}")
@@ -145,23 +164,32 @@ async def answer_form(
     try:
         graded = grade(loaded, picked=choice, output=output or "", order=state.choice_order(learner, loaded))
     except AnswerError as exc:
-        context = _question_context(state, learner, question_id)
-        return await page(state, request, "question.html", status_code=400, error=str(exc), **context)
+        error = str(exc)
+        return await in_thread(
+            lambda: render_page(state, request, "question.html", status_code=400, error=error,
+                                **question_context(state, learner, loaded))
+        )  # fmt: skip
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
-    saved, _is_new = state.record(learner, loaded, graded, submit_id or None, elapsed)
-    params: dict[str, Any] = {"attempt": saved.id, **({"review": review} if review else {})}
-    url = request.url_for("question_page", question_id=loaded.id).include_query_params(**params)
-    return RedirectResponse(f"{url.path}?{url.query}#result", status_code=303)
+    saved, _is_new = await in_thread(lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
+    query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
+    return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
+
+
+HISTORY_SHOWN = 50
+"""The progress page's history: the newest attempts (the API gives 100)."""
 
 
 @router.get("/progress")
 async def progress_page(request: Request, state: State, learner: Learner) -> Response:
-    standing = state.standing(learner)
-    totals = standing.totals()
-    queue = standing.queue()
-    return await page(
-        state, request, "progress.html",
-        topics=standing.topics(), history=standing.history(), queue=queue,
-        due=[r for r in queue if r["is_due"]], later=[r for r in queue if not r["is_due"]], totals=totals,
-    )  # fmt: skip
+    def build() -> Response:
+        standing = state.standing(learner, recent=HISTORY_SHOWN)
+        queue = standing.queue()
+        return render_page(
+            state, request, "progress.html",
+            topics=standing.topics(), history=standing.history(HISTORY_SHOWN), queue=queue,
+            due=[r for r in queue if r["is_due"]], later=[r for r in queue if not r["is_due"]],
+            totals=standing.totals(), history_shown=HISTORY_SHOWN,
+        )  # fmt: skip
+
+    return await in_thread(build)

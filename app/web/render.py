@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nh3
 from fastapi.responses import HTMLResponse
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
     from app.web.state import WebState
 
+T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
@@ -294,13 +298,50 @@ def make_templates() -> Jinja2Templates:
     return templates
 
 
-async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
+class SharedFragments:
+    """Parts of pages that are the same for every learner, rendered once: a question's run (its op
+    trace can be hundreds of rows) and its "What if…" cards are shared by everyone who answers
+    it. Keyed by the identity of the object they show, which is kept with the HTML, so a new run
+    or a reloaded record is rendered afresh; the oldest are dropped past `size`."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._html: OrderedDict[tuple[str, int], tuple[object, Markup]] = OrderedDict()
+
+    def render(self, state: WebState, template_name: str, subject: object, **context: Any) -> Markup:
+        key = (template_name, id(subject))
+        with self._lock:
+            found = self._html.get(key)
+            if found is not None and found[0] is subject:
+                self._html.move_to_end(key)
+                return found[1]
+        html = Markup(state.templates.get_template(template_name).render(context))
+        with self._lock:
+            self._html[key] = (subject, html)
+            while len(self._html) > self.size:
+                self._html.popitem(last=False)
+        return html
+
+
+def render_page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
     """A page from its template, with what every page shows (the sandbox's environment and the
-    proof counts), rendered in a worker thread: a page showing a run renders what the snippet's
-    process reported (bounded by the pool, but still the largest thing a page holds), and the
-    event loop keeps answering everyone else, /healthz included, meanwhile."""
+    proof counts). Blocking: call it where the page's database reads are made, in a worker thread
+    (`in_thread`), so a request makes one trip off the event loop, not one per step."""
     context.setdefault("environment", state.run_queue.environment)
     context.setdefault("proof_summary", state.proof_summary())
-    template = state.templates.get_template(template_name)
-    html = await asyncio.to_thread(template.render, {"request": request, **context})
+    html = state.templates.get_template(template_name).render({"request": request, **context})
     return HTMLResponse(html, status_code=status_code)
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """`work` (database reads and writes, rendering) in a worker thread: the event loop keeps
+    answering everyone else meanwhile, /healthz included, and a PostgreSQL round trip never
+    stalls it."""
+    return await asyncio.to_thread(work)
+
+
+async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
+    """`render_page` in a worker thread: a page showing a run renders what the snippet's process
+    reported (bounded by the pool, but still the largest thing a page holds)."""
+    return await in_thread(lambda: render_page(state, request, template_name, status_code, **context))

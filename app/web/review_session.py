@@ -12,9 +12,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app import review
+from app.progress import Standing
 from app.public_question import title_of
 from app.web.deps import Learner, State
-from app.web.render import page
+from app.web.render import in_thread, render_page
 from app.web.state import WebState
 
 router = APIRouter(include_in_schema=False)
@@ -27,24 +28,28 @@ def parse_since(since: str | None) -> datetime | None:
     return datetime.fromtimestamp(int(since), UTC) if since and since.isdigit() else None
 
 
-def due_now(state: WebState, learner: str) -> list[dict[str, Any]]:
-    """Questions due for review now that can be graded, soonest due first."""
-    rows = [r for r in state.standing(learner).queue() if r["is_due"]]
+def due_now(state: WebState, learner: str, standing: Standing | None = None) -> list[dict[str, Any]]:
+    """Questions due for review now that can be graded, soonest due first (blocks on the database
+    unless given the learner's standing)."""
+    rows = [r for r in (standing or state.standing(learner, recent=0)).queue() if r["is_due"]]
     return [r for r in rows if (q := state.bank.question(r["question_id"])) and state.proof(q).gradeable]
 
 
 @router.get("/review")
 async def review_start(request: Request, state: State, learner: Learner) -> Response:
-    standing = state.standing(learner)
-    due = due_now(state, learner)
-    later = [r for r in standing.queue() if not r["is_due"]]
-    since = str(int(state.clock().timestamp()))
-    return await page(state, request, "review.html", due=due, later=later, since=since)
+    def build() -> Response:
+        standing = state.standing(learner, recent=0)
+        due = due_now(state, learner, standing)
+        later = [r for r in standing.queue() if not r["is_due"]]
+        since = str(int(state.clock().timestamp()))
+        return render_page(state, request, "review.html", due=due, later=later, since=since)
+
+    return await in_thread(build)
 
 
 @router.get("/review/next")
 async def review_next(request: Request, state: State, learner: Learner, since: Since) -> Response:
-    due = due_now(state, learner)
+    due = await in_thread(lambda: due_now(state, learner))
     if not due:
         return RedirectResponse(f"/review/done?since={since}", status_code=303)
     return RedirectResponse(f"/questions/{due[0]['question_id']}?review={since}", status_code=303)
@@ -53,24 +58,29 @@ async def review_next(request: Request, state: State, learner: Learner, since: S
 @router.get("/review/done")
 async def review_done(request: Request, state: State, learner: Learner, since: Since) -> Response:
     started = parse_since(since)
-    standing = state.standing(learner)
-    reviewed: dict[str, dict[str, Any]] = {}
-    for attempt in standing.data.attempts:
-        if started is None or attempt.when < started or attempt.question_id not in standing.data.cards:
-            continue
-        loaded = state.bank.question(attempt.question_id)
-        card = standing.card(attempt.question_id)
-        reviewed[attempt.question_id] = {
-            "question_id": attempt.question_id,
-            "title": title_of(loaded) if loaded else attempt.question_id,
-            "correct": attempt.correct,
-            "next": review.humanise_delta(card.due_utc, standing.now) if card else "",
-        }
-    rows = list(reviewed.values())
-    return await page(
-        state, request, "review_done.html", rows=rows, right=sum(r["correct"] for r in rows),
-        still_due=len(due_now(state, learner)), since=since,
-    )  # fmt: skip
+
+    def build() -> Response:
+        standing = state.standing(learner, recent=0)
+        reviewed: dict[str, dict[str, Any]] = {}
+        attempts = state.store.attempts_since(learner, started) if started is not None else []
+        for attempt in attempts:
+            if attempt.question_id not in standing.data.cards:
+                continue
+            loaded = state.bank.question(attempt.question_id)
+            card = standing.card(attempt.question_id)
+            reviewed[attempt.question_id] = {
+                "question_id": attempt.question_id,
+                "title": title_of(loaded) if loaded else attempt.question_id,
+                "correct": attempt.correct,
+                "next": review.humanise_delta(card.due_utc, standing.now) if card else "",
+            }
+        rows = list(reviewed.values())
+        return render_page(
+            state, request, "review_done.html", rows=rows, right=sum(r["correct"] for r in rows),
+            still_due=len(due_now(state, learner, standing)), since=since,
+        )  # fmt: skip
+
+    return await in_thread(build)
 
 
 def left_in_session(state: WebState, learner: str) -> int:

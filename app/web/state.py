@@ -25,8 +25,9 @@ from app.proofs import Proof, ProofBook
 from app.question_runs import QuestionRuns
 from app.run_queue import RunQueue
 from app.settings import Settings
-from app.store import Attempt, Store, utcnow
+from app.store import AttemptRow, Store, utcnow
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
+from app.web.render import SharedFragments
 
 log = logging.getLogger("ampquiz.web")
 
@@ -41,6 +42,9 @@ class WebState:
     proofs: ProofBook
     templates: Jinja2Templates
     clock: Callable[[], datetime] = field(default=utcnow)
+    fragments: SharedFragments = field(default_factory=SharedFragments)
+    """Parts of pages shared by every learner, rendered once (a question's run, its cards)."""
+    _run_dicts: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def bank(self) -> Bank:
@@ -117,7 +121,12 @@ class WebState:
             if refusal.status >= 500:
                 log.error("sandbox failure running %s: %s", loaded.id, exc)
             return None, refusal.message
-        return run.to_dict(), None
+        found = self._run_dicts.get(id(run))
+        if found is None or found[0] is not run:  # the shared run as a dict, made once per run
+            found = self._run_dicts[id(run)] = (run, run.to_dict())
+            if len(self._run_dicts) > 2048:  # runs dropped from the cache: forget the oldest
+                del self._run_dicts[next(iter(self._run_dicts))]
+        return found[1], None
 
     def record(
         self,
@@ -126,16 +135,11 @@ class WebState:
         graded: GradedAnswer,
         submit_id: str | None = None,
         elapsed_s: float | None = None,
-    ) -> tuple[Attempt, bool]:
-        """Stores an attempt and moves the question's review card (see app.review); a submit
-        already stored (a double click, a replayed form) returns that attempt, unchanged."""
-        if submit_id is not None:
-            earlier = self.store.submitted(learner, submit_id)
-            if earlier is not None:
-                return earlier, False
+    ) -> tuple[AttemptRow, bool]:
+        """Stores an attempt and moves the question's review card (see app.review), in one
+        transaction; a submit already stored (a double click, a replayed form) returns that
+        attempt, unchanged. Blocks on the database: call it from a worker thread."""
         now = self.clock()
-        card = self.store.card(learner, loaded.id, loaded.fingerprint)
-        update = review.after_attempt(card, graded.correct, now, elapsed_s)
         q = loaded.question
         return self.store.record_attempt(
             learner,
@@ -148,14 +152,19 @@ class WebState:
             fingerprint=loaded.fingerprint,
             submit_id=submit_id,
             seconds=elapsed_s,
-            review=update,
+            reschedule=lambda card: review.after_attempt(card, graded.correct, now, elapsed_s),
             now=now,
         )
 
-    def status(self, learner: str, loaded: LoadedQuestion) -> str:
-        """One question's status for one learner, without reading their whole history."""
-        last_correct, due = self.store.question_state(learner, loaded.id, loaded.fingerprint)
-        return review.status_of(last_correct, due, self.clock())
+    def question_state(self, learner: str, loaded: LoadedQuestion, attempt_id: int | None = None) -> tuple[str, AttemptRow | None]:
+        """One question's status for one learner, without reading their whole history, and the
+        attempt asked for when it is theirs (the result page). Blocks on the database."""
+        found = self.store.question_state(learner, loaded.id, loaded.fingerprint, attempt_id)
+        return review.status_of(found.last_correct, found.due, self.clock()), found.attempt
 
-    def standing(self, learner: str) -> Standing:
-        return Standing(self.bank, self.store.learner_data(learner), self.clock())
+    def status(self, learner: str, loaded: LoadedQuestion) -> str:
+        return self.question_state(learner, loaded)[0]
+
+    def standing(self, learner: str, recent: int = 100) -> Standing:
+        """The learner's standing (see app.progress); blocks on the database."""
+        return Standing(self.bank, self.store.learner_data(learner, recent), self.clock())
