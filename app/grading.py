@@ -192,7 +192,7 @@ def grade(
 
 def regrade(loaded: LoadedQuestion, attempt: Attempt, order: list[int] | None = None) -> GradedAnswer | None:
     """A stored attempt, shown again (None when it answered another version of the question)."""
-    if attempt.fingerprint and attempt.fingerprint != loaded.question.fingerprint():
+    if attempt.fingerprint and attempt.fingerprint != loaded.fingerprint:
         return None
     value = attempt.answer_value
     try:
