@@ -177,15 +177,16 @@ class RemoteRuns:
     async def _on_result(self, msg: Msg) -> None:
         run_id = (msg.headers or {}).get("Ampquiz-Run", "")
         waiting = self._waiting.get(run_id)
-        await msg.respond(b"taken" if waiting is not None and not waiting.done() else b"not waited for")
-        if waiting is None or waiting.done():
-            return  # a second answer to a run delivered twice, or one nobody waits for any more
-        try:
-            waiting.set_result(result_from_claim(msg.data))
-        except BadMessage as exc:
-            log.error("a worker sent a malformed result for run %s: %s", run_id, exc)
-            waiting.set_result(RunResult(status="killed", message=f"The worker's answer could not be read: {exc}",
-                                         environment=Environment.from_dict(self.environment)))  # fmt: skip
+        taken = waiting is not None and not waiting.done()
+        if taken:  # first the learner's result, then the worker's receipt: it is off their clock
+            try:
+                waiting.set_result(result_from_claim(msg.data))
+            except BadMessage as exc:
+                log.error("a worker sent a malformed result for run %s: %s", run_id, exc)
+                waiting.set_result(RunResult(status="killed", message=f"The worker's answer could not be read: {exc}",
+                                             environment=Environment.from_dict(self.environment)))  # fmt: skip
+        # A second answer to a run delivered twice, or one nobody waits for any more, is dropped.
+        await msg.respond(b"taken" if taken else b"not waited for")
 
     async def _on_gave_up(self, msg: Msg) -> None:
         """JetStream stopped redelivering a run (every delivery's worker died): it is lost."""

@@ -114,22 +114,26 @@ class Worker:
         started = time.perf_counter()
         lease = asyncio.ensure_future(self._keep_lease(msg, request.limits.wall_s + layout.LEASE_MARGIN_S))
         try:
-            result = await asyncio.to_thread(
-                self.pool.run, request.code, request.limits, explain=request.explain, device=request.device
-            )
-        except Exception as exc:  # the pool itself failed: the web hears it, the run is not retried
-            env = Environment.from_dict(self.pool.environment)
-            result = RunResult(status="killed", message=f"The sandbox on worker {self.id} failed: {exc}", environment=env)
+            result, payload = await asyncio.to_thread(self._run, request)
         finally:
             lease.cancel()
             self.busy -= 1
         self.done += 1
         self.failed += result.status not in ("ok", "error")
-        delivered = await self._deliver(reply, request.id, encode_result(result))
+        delivered = await self._deliver(reply, request.id, payload)
         await msg.ack()
         log.info("run %s: %s in %.1f ms (delivery %d)%s", request.id, result.status,
                  (time.perf_counter() - started) * 1000, msg.metadata.num_delivered,
                  "" if delivered else "; nobody was waiting for the result")  # fmt: skip
+
+    def _run(self, request: RunRequest) -> tuple[RunResult, bytes]:
+        """In a thread: the run, and its result already encoded (off the event loop too)."""
+        try:
+            result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
+        except Exception as exc:  # the pool itself failed: the web hears it, the run is not retried
+            env = Environment.from_dict(self.pool.environment)
+            result = RunResult(status="killed", message=f"The sandbox on worker {self.id} failed: {exc}", environment=env)
+        return result, encode_result(result)
 
     async def _keep_lease(self, msg: Msg, for_s: float) -> None:
         """Tells the server the run is still being worked on, but no longer than its wall limit
