@@ -52,6 +52,19 @@ def set_answer(text: str, question_id: str, output: str) -> str:
     raise KeyError(question_id)
 
 
+def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
+    """The set's YAML with a wrong choice appended to `question_id`'s choices (a distractor);
+    KeyError when there is no such question, ValueError when it has no choices."""
+    data = _yaml().load(text)
+    for q in data.get("questions") or []:
+        if q.get("id") == question_id:
+            if not isinstance(q.get("choices"), list):
+                raise ValueError(f"{question_id} has no choices")
+            q["choices"].append({"text": choice_text, "correct": False, "why": why})
+            return _dump(data)
+    raise KeyError(question_id)
+
+
 def add_question(text: str, question_id: str) -> str:
     """The set's YAML with a new question (from `NEW_QUESTION`) appended under `question_id`."""
     data = _yaml().load(text)

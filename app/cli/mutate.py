@@ -4,7 +4,8 @@ Prints each mutant's diff against the original and what its run did (printed tex
 the explanation's summary), and marks a mutant whose output equals the original's "no visible
 effect". `--json` prints the whole runs; `--as-choices` prints multiple-choice distractors proved
 by those runs, as YAML to paste under a question's `choices:`; `--record` keeps the runs in
-`questions/verified/mutants/<device>-torch<version>.json`, which the "What if…" cards read.
+`questions/verified/mutants/<device>-torch<version>.json`, which the "What if…" cards read;
+`--check` runs nothing and says whether those records still match the bank and the rules.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ def _targets(args: argparse.Namespace) -> tuple[list[tuple[str, str, str | None]
 
 
 def _cmd_mutate(args: argparse.Namespace) -> int:
+    from app.mutate.freshness import belongs_in
     from app.mutate.run import Snippet, describe, run_mutants
     from app.verify.record import load_mutant_records, write_mutant_record
     from sandbox import Sandbox
 
+    if args.check:
+        return _check(args.bank)
     if not args.targets and not args.all:
         print("ampquiz mutate: name a question id or a file, or pass --all", file=sys.stderr)
         return 2
@@ -76,12 +80,12 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
         return 2
     with Sandbox(workers=args.jobs) as sb:
         environment = dict(sb.environment)
-        if environment.get("device_kind") != "cuda":  # CUDA code cannot run here: say so, run the rest
-            skipped = [t[0] for t in targets if t[2] == "cuda"]
-            targets = [t for t in targets if t[2] != "cuda"]
-            ids = [i for i in ids if i not in skipped]
-            for label in skipped:
-                print(f"skip {label}: needs a CUDA GPU; this host has none", file=sys.stderr)
+        device_kind = str(environment.get("device_kind"))  # CUDA code cannot run without one: say so, run the rest
+        skipped = [t[0] for t in targets if not belongs_in(device_kind, t[2])]
+        targets = [t for t in targets if t[0] not in skipped]
+        ids = [i for i in ids if i not in skipped]
+        for label in skipped:
+            print(f"skip {label}: needs a CUDA GPU; this host has none", file=sys.stderr)
         reports = run_mutants([Snippet(code, device) for _label, code, device in targets], sb, workers=args.jobs)
     labels = [t[0] for t in targets]
     if args.record:
@@ -131,7 +135,9 @@ def _print_report(label: str, report: MutationReport, describe: Any) -> None:
 
 
 def _tally(reports: list[MutationReport]) -> dict[str, dict[str, int]]:
-    from app.mutate.rules import RULES
+    """Per rule, and per variant that applied anywhere (`drop-scale@1`, `…@last-call`): on how
+    many snippets it applied and how many of those mutants changed the output."""
+    from app.mutate.rules import RULES, with_variants
 
     applied: Counter[str] = Counter()
     visible: Counter[str] = Counter()
@@ -139,13 +145,42 @@ def _tally(reports: list[MutationReport]) -> dict[str, dict[str, int]]:
         for m in r.mutants:
             applied[m.mutant.rule.name] += 1
             visible[m.mutant.rule.name] += m.visible_effect
-    return {rule.name: {"applied": applied[rule.name], "visible": visible[rule.name]} for rule in RULES}
+    return {
+        rule.name: {"applied": applied[rule.name], "visible": visible[rule.name]}
+        for rule in with_variants(RULES) if rule.base is None or applied[rule.name]
+    }  # fmt: skip
 
 
 def _print_tally(reports: list[MutationReport]) -> None:
-    print(f"{len(reports)} snippets; per rule, how many it applied to and how many changed the output:")
+    print(f"{len(reports)} snippets; per rule (and variant), how many it applied to and how many changed the output:")
     for name, counts in _tally(reports).items():
-        print(f"  {name:<26} applied {counts['applied']:>3}  changed the output {counts['visible']:>3}")
+        label = name if "@" not in name else "  " + name
+        print(f"  {label:<36} applied {counts['applied']:>3}  changed the output {counts['visible']:>3}")
+
+
+def _check(bank_root: Path) -> int:
+    """`--check`: whether the committed mutant records still match the bank and the rules
+    (hashes only, nothing runs); exit 1, naming each stale question, when one does not."""
+    from app.mutate.freshness import record_problems
+    from app.verify.record import load_mutant_records
+
+    bank = load_clean_bank(bank_root)
+    if bank is None:
+        return 1
+    records = load_mutant_records(bank_root)
+    if not records:
+        print("no mutant record: run `ampquiz mutate --all --record`")
+        return 1
+    stale = 0
+    for record in records:
+        problems = record_problems(bank, record)
+        stale += bool(problems)
+        print(f"{record.path.name}: " + ("fresh" if not problems else f"stale, {len(problems)} questions"))
+        for line in problems:
+            print(f"  {line}")
+    if stale:
+        print("run `ampquiz mutate --all --record` again")
+    return 1 if stale else 0
 
 
 def _print_choices(labels: list[str], reports: list[MutationReport], environment: dict[str, Any]) -> None:
@@ -170,5 +205,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print each original and mutant run as JSON")
     p.add_argument("--as-choices", action="store_true", help="print distractors as YAML choices to paste")
     p.add_argument("--record", action="store_true", help="keep the runs in questions/verified/mutants/ (bank questions only)")
+    p.add_argument("--check", action="store_true", help="only check that the mutant records match the bank and the rules (nothing runs)")
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     p.set_defaults(func=_cmd_mutate)

@@ -162,13 +162,8 @@ def run_mutants(
         runs[(i, slot)] = sandbox.run(code, limits, explain=explained, device=snippets[i].device)
 
     def finish(i: int) -> MutationReport:
-        original, again = runs[(i, -2)], runs[(i, -1)]
-        noisy = noisy_lines(original, again)
-        report = MutationReport(snippets[i].code, original, noisy_lines=noisy or [])
-        for k, mutant in enumerate(mutants[i]):
-            run = runs[(i, k)]
-            report.mutants.append(MutantRun(mutant, run, has_visible_effect(original, run, noisy)))
-        return report
+        mutant_runs = [runs[(i, k)] for k in range(len(mutants[i]))]
+        return report_of(snippets[i].code, runs[(i, -2)], runs[(i, -1)], mutants[i], mutant_runs)
 
     with ThreadPoolExecutor(max_workers=max(1, workers or sandbox.workers)) as pool:
         futures = {pool.submit(one, t): t[0] for t in tasks}
@@ -184,12 +179,29 @@ def run_mutants(
     return [r for r in reports if r is not None]
 
 
+def report_of(
+    code: str, original: RunResult, again: RunResult, mutants: Sequence[Mutant], runs: Sequence[RunResult]
+) -> MutationReport:
+    """The report from the runs, however they were run (this module's pool, or the web's run
+    queue in the studio): the original twice (`again` tells noise from effect), then each mutant."""
+    noisy = noisy_lines(original, again)
+    report = MutationReport(code, original, noisy_lines=noisy or [])
+    for mutant, run in zip(mutants, runs, strict=True):
+        report.mutants.append(MutantRun(mutant, run, has_visible_effect(original, run, noisy)))
+    return report
+
+
 def as_choices(report: MutationReport) -> list[dict[str, Any]]:
     """The mutants with a visible effect as multiple-choice distractors, one per distinct
     outcome: the text says what the mistaken code does (and which mistake), the `why` what its
     run showed and what the code as written does instead."""
+    return [choice for _mutant, choice in distractors(report)]
+
+
+def distractors(report: MutationReport) -> list[tuple[MutantRun, dict[str, Any]]]:
+    """`as_choices`, each with the mutant it comes from."""
     seen = {_outcome_key(report.original)}
-    choices = []
+    choices: list[tuple[MutantRun, dict[str, Any]]] = []
     for m in report.mutants:
         key = _outcome_key(m.run)
         if not m.visible_effect or key in seen:
@@ -201,11 +213,11 @@ def as_choices(report: MutationReport) -> list[dict[str, Any]]:
         if not why.endswith("."):
             why += "."
         why += f" The code as written {describe(report.original)}."
-        choices.append({
+        choices.append((m, {
             "text": f"It {describe(m.run)} (as if you {m.mutant.rule.title})",
             "correct": False,
             "why": why,
-        })  # fmt: skip
+        }))  # fmt: skip
     return choices
 
 

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from playwright.sync_api import Browser, expect
 
 from tests.support.browser import reload_until_open
-from tests.support.cli import ampquiz
+from tests.support.cli import REPO, ampquiz
 from tests.support.planted import wrong_key_set
 from tests.support.server import BANK, Server
 
 WRONG_KEY = wrong_key_set("planted-wrong-key")
+AXE = REPO / "tests" / "browser" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 
 BROKEN = """\
 title: Broken
@@ -120,10 +122,58 @@ def test_a_learner_cannot_use_the_studio_api(studio: tuple[Server, Path]) -> Non
         c.get("/")  # a learner's cookie
         for path, body in [("/studio/api/check", {"name": "x.yaml", "text": ""}),
                            ("/studio/api/save", {"name": "amp-demo.yaml", "text": "title: x"}),
-                           ("/studio/api/run", {"name": "x.yaml", "text": "", "question_id": "x"})]:  # fmt: skip
+                           ("/studio/api/run", {"name": "x.yaml", "text": "", "question_id": "x"}),
+                           ("/studio/api/distractors", {"name": "x.yaml", "text": "", "question_id": "x"}),
+                           ("/studio/api/add-choice", {"text": "", "question_id": "x", "choice_text": "x", "why": "x"})]:  # fmt: skip
             r = c.post(path, json=body)
             assert r.status_code == 403 and r.json()["ok"] is False, path
         spent = server.instructor_link("bob").rsplit("/", 1)[1]
         assert c.post(f"/studio/sign-in/{spent}").status_code == 303
         again = c.post(f"/studio/sign-in/{spent}")
         assert again.status_code == 403 and "works once" in again.text  # a link works once
+
+
+def test_a_classic_mistake_becomes_a_choice_with_one_click(
+    browser: Browser, studio: tuple[Server, Path], shots: Path
+) -> None:
+    """"Mistakes as choices" runs each classic mistake on the question's code as edited, lists one
+    wrong choice per distinct outcome, and "Add as choice" puts one under `choices:`, saved with
+    the file's comment kept and linting clean."""
+    server, bank = studio
+    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    page.goto(server.instructor_link("ada"))
+    page.get_by_role("button", name="Sign in").click()
+    page.goto("/studio/edit/amp-demo.yaml")
+    expect(page.locator("#problems")).to_contain_text("No problems.")
+    page.locator("#question").select_option("gradscaler-skips-inf-step")
+    page.get_by_role("button", name="Mistakes as choices").click()
+    found = page.locator("#studio-distractors li.distractor")
+    expect(found.first).to_be_visible()
+    assert found.count() >= 2
+    dropped = page.locator('#studio-distractors li.distractor[data-rule="drop-scale"]')
+    expect(dropped).to_contain_text("It raises `AssertionError`")  # the run's own exception
+    expect(dropped).to_contain_text("proved by running that change")
+    choice_text = dropped.locator("p").first.inner_text()
+    page.evaluate(AXE.read_text())
+    violations = page.evaluate("axe.run('#studio-editor', {resultTypes: ['violations']})")["violations"]
+    assert violations == [], [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in violations]
+    page.screenshot(path=str(shots / "studio-distractors.png"), full_page=True)
+
+    dropped.get_by_role("button", name="Add as choice").click()
+    expect(dropped.get_by_role("button", name="Added")).to_be_disabled()
+    expect(page.locator("#yaml")).to_have_value(re.compile(re.escape("AssertionError")))
+    expect(page.locator("#problems")).to_contain_text("No problems.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#save-result")).to_contain_text("Saved amp-demo.yaml.")
+    context.close()
+
+    saved = (bank / "amp-demo.yaml").read_text()
+    assert saved.startswith("# The demo set: this comment must survive a save from the studio.\n")
+    assert ampquiz("lint", str(bank / "amp-demo.yaml")).returncode == 0
+    question = next(q for q in yaml.safe_load(saved)["questions"] if q["id"] == "gradscaler-skips-inf-step")
+    assert len(question["choices"]) == 4
+    added = question["choices"][-1]
+    assert added["text"] == choice_text and added["correct"] is False
+    assert "The code as written prints `1.0 32768.0`" in added["why"]

@@ -1,6 +1,7 @@
 // The studio's editor: problems at line:column as the author types (checked by the server with
 // the same loader as `ampquiz lint`), run a question, take its output as the answer, preview,
-// save. The page's YAML text is the author's own: only "use this output" rewrites it (a YAML
+// save; list the classic AMP mistakes' runs as wrong choices and add one with a click. The page's
+// YAML text is the author's own: only "use this output" and "add as choice" rewrite it (a YAML
 // round trip on the server that keeps comments and order).
 "use strict";
 
@@ -95,6 +96,62 @@
       check();
     } catch (err) {
       saved.textContent = err.message;
+    }
+  });
+
+  const mistakes = document.getElementById("studio-distractors");
+
+  function distractor(choice, index, canAdd) {
+    const item = document.createElement("li");
+    item.className = "distractor";
+    item.dataset.rule = choice.rule;
+    const text = document.createElement("p");
+    text.id = "distractor-" + index;
+    text.textContent = choice.text;
+    const why = document.createElement("p");
+    why.className = "small muted";
+    why.textContent = "why: " + choice.why;
+    const add = document.createElement("button");
+    add.type = "button";
+    add.className = "button";
+    add.textContent = "Add as choice";
+    add.setAttribute("aria-describedby", text.id);
+    add.disabled = !canAdd;
+    add.addEventListener("click", async function () {
+      try {
+        const data = await api("/studio/api/add-choice", { text: area.value, question_id: select.value, choice_text: choice.text, why: choice.why });
+        area.value = data.text;
+        add.textContent = "Added";
+        add.disabled = true;
+        check();
+      } catch (err) {
+        why.textContent = err.message;
+      }
+    });
+    item.append(text, why, add);
+    return item;
+  }
+
+  document.getElementById("distractors").addEventListener("click", async function () {
+    mistakes.innerHTML = '<p class="running" role="status"><span class="spinner" aria-hidden="true"></span>Running each classic mistake…</p>';
+    try {
+      const data = await api("/studio/api/distractors", { name: name, text: area.value, question_id: select.value });
+      const head = document.createElement("h2");
+      head.className = "small";
+      head.textContent = data.choices.length + " wrong choices proved by running (" + data.mutants + " mistakes applied)";
+      mistakes.replaceChildren(head);
+      if (!data.can_add && data.choices.length) {
+        const note = document.createElement("p");
+        note.className = "small muted";
+        note.textContent = "Only a multiple-choice question has choices to add these to.";
+        mistakes.append(note);
+      }
+      const list = document.createElement("ul");
+      list.className = "distractors";
+      data.choices.forEach(function (choice, i) { list.appendChild(distractor(choice, i, data.can_add)); });
+      mistakes.append(list);
+    } catch (err) {
+      mistakes.textContent = err.message;
     }
   });
 

@@ -58,7 +58,7 @@ def _parse(name: str, text: str) -> tuple[Any, list[dict[str, Any]]]:
     return loaded, [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
 
 
-def _question(name: str, text: str, question_id: str) -> LoadedQuestion:
+def question_from_text(name: str, text: str, question_id: str) -> LoadedQuestion:
     loaded, problems = _parse(name, text)
     if loaded is None:
         raise AppError(f"Fix the file's problems first ({problems[0]['line']}:{problems[0]['col']}: {problems[0]['message']}).")
@@ -105,7 +105,7 @@ def _ids(text: str) -> list[str]:
 @router.post("/api/run")
 async def run_question(request: Request, state: State, who: Instructor, name: Annotated[str, Body()],
                        text: Annotated[str, Body()], question_id: Annotated[str, Body()]) -> Any:  # fmt: skip
-    q = _question(name, text, question_id)
+    q = question_from_text(name, text, question_id)
     if not q.question.code:
         raise AppError("That question has no code to run.")
     device = "cuda" if q.question.requires == "cuda" else None
@@ -140,7 +140,7 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
                   question_id: Annotated[str, Form()], answered: Annotated[bool, Form()] = False) -> Response:  # fmt: skip
     """The question exactly as a learner sees it, from the unsaved text: before answering, or
     after a right answer (with the run of its code)."""
-    q = _question(name, text, question_id)
+    q = question_from_text(name, text, question_id)
     context = {**question_context(state, "", q), "submit_id": "preview", "preview": True}
     if answered:
         key = getattr(q.question, "answer", None)

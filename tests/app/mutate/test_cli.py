@@ -91,6 +91,13 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
     assert ampquiz("lint", str(bank)).returncode == 0
     (record,) = load_mutant_records(bank)
     assert list(record.questions) == ["one-step"] and load_records(bank) == []
+    # the pasted choices change no code: the record still holds; a changed line makes it stale
+    checked = ampquiz("mutate", "--check", "--bank", str(bank))
+    assert checked.returncode == 0 and f"{record.path.name}: fresh" in checked.stdout, checked.stdout
+    (bank / "scaler.yaml").write_text(pasted.replace("(w * 2.0)", "(w * 4.0)"))
+    checked = ampquiz("mutate", "--check", "--bank", str(bank))
+    assert checked.returncode == 1, checked.stdout
+    assert "stale, 1 questions" in checked.stdout and "one-step: its code changed since the record" in checked.stdout
 
 
 def test_an_unknown_target_is_refused(tmp_path: Path) -> None:
