@@ -6,6 +6,9 @@ them as the web does, through `RemoteRuns`."""
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -13,10 +16,12 @@ from pathlib import Path
 import nats
 import pytest
 
+from app.runs import RunsFull
 from app.runs import jetstream as layout
 from app.runs.remote import LOST, RemoteRuns
 from app.settings import Settings
 from sandbox import Limits
+from tests.support.cli import REPO
 from tests.support.workers import NATS_URL, WorkerProcess, reset_stream, status_of
 
 pytestmark = pytest.mark.anyio
@@ -65,6 +70,28 @@ async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> No
     await until(lambda: sum(status_of(web, w.id)["done"] for w in workers) == 6)  # announced each second
     done = {w.id: status_of(web, w.id)["done"] for w in workers}
     assert all(n >= 1 for n in done.values()), f"one worker did everything: {done}"
+    listed = subprocess.run([sys.executable, "-m", "app.cli", "workers", "--url", NATS_URL],
+                            capture_output=True, text=True, timeout=30, cwd=REPO)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    for w in workers:  # what an operator reads: who, on what, how busy, how many runs
+        assert re.search(rf"{w.id}: cpu \(.+\), torch 2\.13\.0 · 0/1 slots busy · {done[w.id]} runs, 0 failed", listed.stdout)
+
+
+async def test_a_full_queue_refuses_new_runs_for_every_web_process(web: RemoteRuns, start: Start) -> None:
+    (worker,) = await start(1, slots=1)
+    blocker = asyncio.ensure_future(web.run("import time\ntime.sleep(3)", QUICK))
+    await until(lambda: status_of(web, worker.id)["busy"] == 1)
+    other_process = await RemoteRuns.connect(NATS_URL, Settings(workers_url=NATS_URL), discover_s=0.3)
+    try:
+        limit = web.settings.run_queue + 64  # the stream's bound (every web process's together)
+        waiting = [asyncio.ensure_future((web if i % 2 else other_process).run("print(1)", QUICK)) for i in range(limit - 1)]
+        await asyncio.sleep(1)
+        with pytest.raises(RunsFull):
+            await other_process.run("print('one too many')", QUICK)
+        assert {r.stdout for r in await asyncio.gather(*waiting)} == {"1\n"}  # the queued ones all ran
+        await blocker
+    finally:
+        await other_process.close()
 
 
 async def test_a_busy_worker_takes_nothing_new(web: RemoteRuns, start: Start) -> None:
