@@ -84,6 +84,18 @@ class ProofBook:
         """Counts what this server learned by running; a summary is recomputed when it moves."""
         self._summary: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
+    def follow(self, environment: dict[str, Any]) -> None:
+        """Where this server's runs land now. It changes when remote workers come online after the
+        web started (or are replaced by others): the proofs are then those of the new environment,
+        and what was proved by running elsewhere is forgotten."""
+        device = str(environment.get("device_kind") or "cpu")
+        torch_version = str(environment.get("torch_version") or "")
+        if (device, torch_version) != (self.device, self.torch_version):
+            self.device, self.torch_version = device, torch_version
+            self._runs.clear()
+            self._failures.clear()
+            self.version += 1
+
     def _hash(self, loaded: LoadedQuestion) -> str:
         cached = loaded.__dict__.get("_key_hash")
         if cached is None:
@@ -216,6 +228,7 @@ class Prover:
             todo: list[LoadedQuestion] = []
             try:
                 bank, records = self.current()
+                self.book.follow(self.queue.environment)  # remote workers may have come online
                 # Looking for work means a proof per question: do it only when something changed
                 # (a new bank, new records, or a proof made here), never on every tick.
                 now = (id(bank), id(records), self.book.version)
@@ -240,6 +253,9 @@ class Prover:
             run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
+            await asyncio.sleep(2)
+            return
+        if run.status == "unavailable":  # nothing online can run it now (no remote worker yet)
             await asyncio.sleep(2)
             return
         if run.status in TRANSIENT:

@@ -42,7 +42,9 @@ class Server:
             "AMPQUIZ_PORT": str(self.port),
         }
 
-    def start(self) -> None:
+    def start(self, healthy: bool = True) -> None:
+        """Until /healthz answers 200 (or, with `healthy=False`, answers at all: a server whose
+        remote workers are not online yet is up but says 503)."""
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "serve", "--no-access-log", *self.args],
@@ -53,7 +55,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code in ((200,) if healthy else (200, 503)):
                     return
             except httpx.HTTPError:
                 pass

@@ -20,16 +20,20 @@ from tests.support.workers import NATS_URL, WorkerProcess, reset_stream
 @pytest.fixture
 def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:  # noqa: F811
     asyncio.run(reset_stream())
-    worker = WorkerProcess(tmp_path / "worker-host", slots=2)
     web = Server(tmp_path, args=("--processes", "2"))
     web.env.update({"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_DATABASE_URL": postgres_url,
                     "AMPQUIZ_SECRET_KEY": "s" * 40})  # fmt: skip
+    worker = None
     try:
-        web.start()
+        web.start(healthy=False)  # no worker online yet: up, but it cannot run code
+        health = httpx.get(web.url + "/healthz", timeout=10)
+        assert health.status_code == 503 and health.json()["sandbox"]["workers"] == []
+        worker = WorkerProcess(tmp_path / "worker-host", slots=2)  # comes online after the web
         yield web, worker
     finally:
         web.stop()
-        worker.stop()
+        if worker is not None:
+            worker.stop()
 
 
 def web_processes(server: Server) -> list[int]:
