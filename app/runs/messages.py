@@ -20,6 +20,15 @@ MAX_RESULT_BYTES = 900_000
 """Under NATS's default 1 MB payload: a result larger than this is refused by the worker itself."""
 
 
+MAX_LIMITS = Limits(
+    wall_s=300.0, cpu_s=300, memory_bytes=8 << 30, output_bytes=1 << 20, file_bytes=64 << 20,
+    processes=64, open_files=256, cpu_cores=2.0,
+)  # fmt: skip
+"""The most a run request may ask for (the wall limit as `AMPQUIZ_RUN_WALL_S` allows at most):
+whoever can publish to the queue gets no more than this,
+and a limit outside (0, maximum] is refused, not clamped."""
+
+
 class BadMessage(ValueError):
     """A request or result that is not what this protocol says; the message says what."""
 
@@ -51,12 +60,20 @@ class RunRequest:
         limits = data.get("limits") or {}
         if not isinstance(limits, dict):
             raise BadMessage("run request: 'limits' must be an object")
-        known = Limits.__dataclass_fields__
-        try:
-            chosen = Limits(**{k: type(getattr(Limits(), k))(v) for k, v in limits.items() if k in known})
-        except (TypeError, ValueError) as exc:
-            raise BadMessage(f"run request: bad limits: {exc}") from None
-        return cls(run_id, code, chosen, bool(data.get("explain")), device)
+        return cls(run_id, code, _limits(limits), bool(data.get("explain")), device)
+
+
+def _limits(asked: dict[str, Any]) -> Limits:
+    unknown = sorted(set(asked) - set(Limits.__dataclass_fields__))
+    if unknown:
+        raise BadMessage(f"run request: unknown limits {unknown}")
+    chosen = {}
+    for name, value in asked.items():
+        most = getattr(MAX_LIMITS, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most:
+            raise BadMessage(f"run request: limit {name!r} must be a number in (0, {most}]")
+        chosen[name] = type(most)(value)
+    return Limits(**chosen)
 
 
 def encode_result(result: RunResult) -> bytes:

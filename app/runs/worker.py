@@ -102,7 +102,12 @@ class Worker:
         try:
             request = RunRequest.decode(msg.data)
         except BadMessage as exc:
-            log.error("worker %s: dropped a malformed run: %s", self.id, exc)
+            log.error("worker %s: refused a malformed run: %s", self.id, exc)
+            if reply:  # whoever waits hears why at once, rather than a lost run much later
+                refused = RunResult(status="unavailable", message=f"The worker refused this run: {exc}",
+                                    environment=Environment.from_dict(self.pool.environment))  # fmt: skip
+                run_id = str((msg.headers or {}).get("Nats-Msg-Id", ""))
+                await self._deliver(reply, run_id, encode_result(refused))
             await msg.term()
             return
         deadline = float(headers.get(layout.DEADLINE_HEADER, "inf"))

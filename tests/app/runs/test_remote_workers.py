@@ -161,6 +161,8 @@ async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(web: RemoteR
     assert result.status == "unavailable"
     assert "no CUDA worker is online" in result.message
     assert web.devices() == ["cpu"]
+    greedy = await asyncio.wait_for(web.run("print(1)", Limits(wall_s=3600)), 10)  # told at once, not lost later
+    assert greedy.status == "unavailable" and "The worker refused this run" in greedy.message
 
 
 async def test_with_no_worker_online_a_run_is_refused_not_queued(web: RemoteRuns) -> None:
