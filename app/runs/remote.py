@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from app.runs import RunsFull
 from app.runs import jetstream as layout
 from app.runs.messages import BadMessage, RunRequest, result_from_claim
-from sandbox import Environment, Limits, RunResult
+from sandbox import Environment, Limits, RunResult, SandboxError
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -146,7 +146,9 @@ class RemoteRuns:
             except nats.js.errors.APIError as exc:
                 if layout.is_queue_full(exc):
                     raise RunsFull() from None
-                raise
+                raise SandboxError(f"the workers' queue refused the run: {exc}") from None
+            except (nats.errors.Error, OSError) as exc:  # NATS unreachable, reconnecting: 503 for now
+                raise SandboxError(f"the workers' queue cannot be reached: {exc!r}") from None
             self._by_sequence[ack.seq] = run_id
             try:
                 return await self._await_result(waiting, routed, time.monotonic() + patience)
