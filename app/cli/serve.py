@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 
@@ -64,7 +65,8 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     Store(settings.database_url).close()
     host = None
     if not settings.workers_url:
-        host = PoolHost.for_settings(settings).start()
+        # The pool starts while uvicorn spawns the processes; if it cannot, everything stops.
+        host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGINT)).start()
         os.environ[Settings.env_name("workers_url")] = host.url
     for name in ("host", "port"):  # flags given on the command line reach the processes too
         os.environ[Settings.env_name(name)] = str(getattr(settings, name))
@@ -73,6 +75,9 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     finally:
         if host is not None:
             host.close()
+    if host is not None and host.failure:
+        print(f"ampquiz serve: {host.failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,6 +19,7 @@ import struct
 import tempfile
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.runs.local import local_worker_status
@@ -50,32 +51,54 @@ def _send_frame(sock: socket.socket, body: bytes) -> None:
 class PoolHost:
     """The pool and its socket; `start()` returns once runs can be taken, `close()` ends both."""
 
-    def __init__(self, pool: Sandbox) -> None:
+    def __init__(self, pool: Sandbox, on_failure: Callable[[str], None] | None = None) -> None:
         self.pool = pool
+        self.on_failure = on_failure
+        """Called (in a thread) when the pool cannot start: `serve` then stops its processes."""
         self.folder = Path(tempfile.mkdtemp(prefix="ampquiz-pool-"))  # 0700: only this user
         self.path = self.folder / "pool.sock"
         self._listener: socket.socket | None = None
         self._closing = threading.Event()
+        self._ready = threading.Event()
+        self._failed: str | None = None
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> PoolHost:
-        return cls(Sandbox(workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())]))
+    def for_settings(cls, settings: Settings, on_failure: Callable[[str], None] | None = None) -> PoolHost:
+        pool = Sandbox(workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())])
+        return cls(pool, on_failure)
 
     @property
     def url(self) -> str:
         return f"unix://{self.path}"
 
     def start(self) -> PoolHost:
-        self.pool.start()
+        """Listens at once and starts the pool in the background: the web processes start (import,
+        load the bank) while the pool imports torch, and a request waits until the pool is up."""
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self.path))
         listener.listen(256)
         self._listener = listener
+        threading.Thread(target=self._start_pool, name="pool-host-start", daemon=True).start()
         threading.Thread(target=self._accept, name="pool-host", daemon=True).start()
         return self
 
+    def _start_pool(self) -> None:
+        try:
+            self.pool.start()
+        except Exception as exc:  # SandboxError, OSError: every request is told why
+            self._failed = f"the sandbox pool could not start: {exc}"
+            log.error("pool host: %s", self._failed)
+            if self.on_failure is not None:
+                self.on_failure(self._failed)
+        self._ready.set()
+
+    @property
+    def failure(self) -> str | None:
+        return self._failed
+
     def close(self) -> None:
         self._closing.set()
+        self._ready.wait(timeout=self.pool.start_timeout_s)
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
@@ -107,6 +130,9 @@ class PoolHost:
                 _send_frame(conn, self._answer(body))
 
     def _answer(self, body: bytes) -> bytes:
+        self._ready.wait()
+        if self._failed:
+            return json.dumps({"error": self._failed}).encode()
         if body == b'"status"':
             return json.dumps({"environment": self.pool.environment, "worker": local_worker_status(self.pool, "pool host")}).encode()
         try:
@@ -134,7 +160,12 @@ class PoolHostRuns:
     @classmethod
     async def connect(cls, path: str, settings: Settings | None = None) -> PoolHostRuns:
         runs = cls(path, {"worker": {"slots": 1}})
-        runs._status = json.loads(await runs._call(b'"status"'))
+        status = json.loads(await runs._call(b'"status"'))  # waits while the pool starts
+        if "error" in status:
+            from sandbox import SandboxError
+
+            raise SandboxError(status["error"])
+        runs._status = status
         runs.workers = int(runs._status["worker"]["slots"])
         return runs
 
