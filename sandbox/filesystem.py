@@ -57,6 +57,10 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def unmount(path: str) -> None:
+    _check(_libc.umount2(path.encode(), 0), f"umount {path}")
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -66,7 +70,7 @@ def _bind_ro(fd: int, target: str, *, rec: bool = True) -> None:
     mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _etc_files(uid: int) -> dict[str, str]:
+def etc_files(uid: int) -> dict[str, str]:
     return {
         "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{uid}:sandbox:/tmp/run:/usr/sbin/nologin\n",
         "group": f"root:x:0:\nsandbox:x:{uid}:\n",
@@ -80,6 +84,12 @@ def allow_listed_root(allowed: list[str], hide: list[str], *, uid: int, tmp_byte
 
     Raises OSError, with nothing of the host's view changed, when the root cannot be built at all.
     """
+    return build_and_pivot(allowed, hide, uid=uid, tmp_bytes=tmp_bytes, cuda=cuda)
+
+
+def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp_bytes: int, cuda: bool) -> list[str]:
+    """The root, built on a tmpfs at _BASE and pivoted into: a run's (`uid`), or with `uid` None
+    the template every run copies (`sandbox.root_template`), without what each run mounts itself."""
     sources = sorted({os.path.realpath(p) for p in [*SYSTEM_DIRS, *allowed] if os.path.exists(p)} - {"/"})
     sources = [p for i, p in enumerate(sources) if not any(_within(p, q) for q in sources[:i])]
     links = {p: os.readlink(p) for p in TOP_LEVEL if os.path.islink(p)}
@@ -130,19 +140,23 @@ def _populate(
     sys_dirs: list[str],
     dev: list[str],
     hide: list[str],
-    uid: int,
+    uid: int | None,
     tmp_bytes: int,
 ) -> list[str]:
+    """Fills the new root under `base`. With `uid` None it is a template's (`build_root_template`):
+    no fresh proc, temp folders or /etc yet, only the folders each run mounts its own on."""
     done = []
     os.makedirs(base + "/proc")
-    try:
-        mount("proc", base + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        done.append("private-proc")
-    except OSError:  # a host that refuses a fresh proc: its own, as without the new root
-        mount(f"/proc/self/fd/{handles['/proc']}", base + "/proc", None, MS_BIND | MS_REC)
+    if uid is not None:
+        try:
+            mount("proc", base + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            done.append("private-proc")
+        except OSError:  # a host that refuses a fresh proc: its own, as without the new root
+            mount(f"/proc/self/fd/{handles['/proc']}", base + "/proc", None, MS_BIND | MS_REC)
     for tmp in ("/tmp", "/var/tmp"):  # first: kept paths under /tmp are bound on top of these
         os.makedirs(base + tmp)
-        mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
+        if uid is not None:
+            mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
     for path in [*sources, *sys_dirs]:
         if path in handles:
             os.makedirs(base + path, exist_ok=True)
@@ -151,20 +165,22 @@ def _populate(
             except OSError:
                 os.rmdir(base + path)  # a folder the host will not share: absent, not empty
     for path in files:
-        if path in handles:
+        if path in handles and (uid is not None or not path.startswith("/etc/")):
             os.makedirs(os.path.dirname(base + path), exist_ok=True)
             open(base + path, "x").close()
             _bind_ro(handles[path], base + path, rec=False)
     for path, target in links.items():
-        os.makedirs(os.path.dirname(base + path), exist_ok=True)
-        os.symlink(target, base + path)
-    for name, text in _etc_files(uid).items():
-        os.makedirs(base + "/etc", exist_ok=True)
+        if uid is not None or not path.startswith("/etc/"):
+            os.makedirs(os.path.dirname(base + path), exist_ok=True)
+            os.symlink(target, base + path)
+    os.makedirs(base + "/etc", exist_ok=True)
+    for name, text in etc_files(uid).items() if uid is not None else ():
         with open(f"{base}/etc/{name}", "w") as f:
             f.write(text)
-    if _minimal_dev(base + "/dev", handles, dev, tmp_bytes):
+    if _minimal_dev(base + "/dev", handles, dev, tmp_bytes if uid is not None else None):
         done.append("minimal-dev")
-    done.append("private-tmp")
+    if uid is not None:
+        done.append("private-tmp")
     for path in hide:  # a hidden path inside an allowed one (the allow-list hides all others)
         if path in handles and any(_within(path, s) and path != s for s in sources):
             if stat.S_ISDIR(os.fstat(handles[path]).st_mode):
@@ -174,7 +190,8 @@ def _populate(
     return done
 
 
-def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes: int) -> bool:
+def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes: int | None) -> bool:
+    """/dev with only harmless devices; its shm/ is a run's own tmpfs (`tmp_bytes` None: later)."""
     os.makedirs(target)
     mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755")
     for name in dev:
@@ -189,7 +206,8 @@ def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes
     for name, to in DEV_LINKS.items():
         os.symlink(to, f"{target}/{name}")
     os.makedirs(f"{target}/shm")
-    mount("tmpfs", f"{target}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={tmp_bytes},mode=1777")
+    if tmp_bytes is not None:
+        mount("tmpfs", f"{target}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={tmp_bytes},mode=1777")
     return all(f"/dev/{n}" in handles for n in DEV_NODES)
 
 

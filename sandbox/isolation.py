@@ -81,13 +81,16 @@ def prctl(option: int, arg: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl")
 
 
-def enter_namespaces() -> list[str]:
+def enter_namespaces(*, mount_namespace: bool = True) -> list[str]:
     """Unshare what the host allows, one namespace at a time; returns the names that took effect.
+    `mount_namespace` False leaves the mount namespace to the caller (`sandbox.root_template`).
 
     Called in the runner, during set-up, while it is still root.
     """
     active = []
     for name, flag in NAMESPACES.items():
+        if name == "mount-namespace" and not mount_namespace:
+            continue
         try:
             unshare(flag)
             active.append(name)
@@ -101,6 +104,24 @@ def enter_namespaces() -> list[str]:
         except OSError:
             active.remove("mount-namespace")
     return active
+
+
+def enter_mount_namespace() -> list[str]:
+    """A mount namespace of this process's own, copied from the one it is in, with nothing it
+    mounts propagating back; returns ["mount-namespace"], or [] where the host refuses."""
+    try:
+        unshare(CLONE_NEWNS)
+    except OSError:
+        return []
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError:
+        return []
+    return ["mount-namespace"]
+
+
+def set_namespace(fd: int, kind: int) -> None:
+    _check(_libc.setns(fd, kind), "setns")
 
 
 # A pid namespace cannot be entered by the process that makes it: `unshare` makes it the one its
@@ -132,7 +153,7 @@ def new_pid_namespace_for_next_child() -> bool:
 
 
 def enter_pid_namespace_for_children(fd: int) -> None:
-    _check(_libc.setns(fd, CLONE_NEWPID), "setns")
+    set_namespace(fd, CLONE_NEWPID)
 
 
 def drop_privileges(uid: int) -> bool:

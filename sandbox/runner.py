@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import filesystem, isolation, seccomp, wire
+from sandbox import filesystem, isolation, root_template, seccomp, wire
 from sandbox.cgroup import CgroupFactory
 from sandbox.ending import CRASH_EXIT, EXIT_CODES
 
@@ -159,7 +159,9 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
             pass  # a cgroup we may not join: the run goes on without its caps, and says so
     # The pool writes the caps (it is root, and this process will not be by the time code comes).
     wire.send(sock, {"type": "hello", "cgroup": cgroup_dirs})
-    protections += isolation.enter_namespaces()
+    template = config.get("root_template")
+    # With a root template the mount namespace comes from it (a copy of the template's).
+    protections += isolation.enter_namespaces(mount_namespace=template is None)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     devnull = os.open("/dev/null", os.O_RDONLY)
@@ -167,7 +169,13 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     os.close(devnull)
     sys.stdout.reconfigure(line_buffering=True)
     uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
-    if "mount-namespace" in protections:
+    if template is not None:
+        try:
+            protections += root_template.enter(template, uid=uid, tmp_bytes=config["tmp_bytes"])
+        except OSError:  # not entered (the host refused setns): build this run's root as below
+            template = None
+            protections += isolation.enter_mount_namespace()
+    if template is None and "mount-namespace" in protections:
         try:
             protections += filesystem.allow_listed_root(
                 config["keep"], config["hide"], uid=uid, tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox import isolation, runner, seccomp, wire
+from sandbox import isolation, root_template, runner, seccomp, wire
 from sandbox.cgroup import CgroupFactory
 
 
@@ -61,6 +61,8 @@ def _warm_imports() -> None:
 
 
 _HUGE_PAGE = 2 << 20
+RECOLLAPSE_EVERY = 64
+"""Spawns between two collapses of the heap back onto 2 MiB pages (see `Zygote.serve`)."""
 _MADV_HUGEPAGE = 14
 _MADV_COLLAPSE = 25  # Linux 6.1+
 
@@ -108,8 +110,12 @@ def _exit_message(status: int, usage: Any) -> dict[str, Any]:
 class Zygote:
     """The zygote's state: its control socket, and the report socket of each live runner."""
 
-    def __init__(self, control: socket.socket, config: dict[str, Any], cgroups: CgroupFactory) -> None:
+    def __init__(
+        self, control: socket.socket, config: dict[str, Any], cgroups: CgroupFactory, *, huge_pages: bool
+    ) -> None:
         self.control = control
+        self.huge_pages = huge_pages
+        """The heap went onto 2 MiB pages at start: keep it there (`serve`)."""
         self.config = config
         self.cgroups = cgroups
         self.spawned = 0
@@ -148,6 +154,8 @@ class Zygote:
                         self.spawn()
                     except OSError as exc:  # out of pids or fds for a moment: say so, keep serving
                         wire.send(self.control, {"type": "spawn_failed", "message": repr(exc)})
+                    if self.huge_pages and self.spawned % RECOLLAPSE_EVERY == 0:
+                        _back_heap_with_huge_pages()
 
     def reap(self) -> None:
         """Collects every ended child; tells the pool how each runner ended, on its socket."""
@@ -252,11 +260,16 @@ def main() -> None:
     huge_page_bytes = _back_heap_with_huge_pages()
     cgroups = CgroupFactory()
     cgroups.sweep()
+    # Every runner's read-only root, built once (None where the host refuses: each runner then
+    # builds its own). Before any runner: the helper that builds it is this process's only child.
+    config["root_template"] = root_template.build(
+        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]
+    )
     try:  # orphans (hosts without pid namespaces) are reparented here and reaped, never zombies
         isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     except OSError:
         pass
-    zygote = Zygote(control, config, cgroups)
+    zygote = Zygote(control, config, cgroups, huge_pages=huge_page_bytes > 0)
     wire.send(
         control,
         {

@@ -11,7 +11,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -197,3 +199,33 @@ def test_without_a_new_root_the_deny_list_still_hides(tmp_path: Path) -> None:
     assert len(lines) == 4, out.stdout + out.stderr[-2000:]
     assert {"hidden-paths", "private-tmp", "read-only-root"} <= set(eval(lines[0]))
     assert lines[1:] == ["['venv'] visible", "[]", "OSError"], lines
+
+
+def test_two_runs_at_once_share_no_folder_either_can_write(sb: Sandbox) -> None:
+    """Every run's root is a copy of one template (built once by the zygote): what a run writes
+    or mounts stays in its copy. One run writes into each writable folder and waits; a run beside
+    it finds none of it, and each is named by its own uid in its own /etc/passwd."""
+    places = ["/tmp/mine.txt", "/var/tmp/mine.txt", "/dev/shm/mine.txt", "/tmp/run/mine.txt"]
+    writer = textwrap.dedent(f"""
+        import os, pwd, time
+        for path in {places!r}:
+            open(path, "w").write("x")
+        print(os.getuid(), pwd.getpwuid(os.getuid()).pw_name, flush=True)
+        time.sleep(3)
+    """)
+    looker = textwrap.dedent(f"""
+        import os, pwd
+        print([p for p in {places!r} if os.path.exists(p)], os.getuid(), pwd.getpwuid(os.getuid()).pw_name)
+    """)
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        writing = beside.submit(sb.run, writer)
+        time.sleep(1.5)  # the writer has written by now and sleeps
+        looked = sb.run(looker)
+        wrote = writing.result()
+    assert wrote.status == "ok" and looked.status == "ok", (wrote, looked)
+    writer_uid, writer_name = wrote.stdout.split()
+    assert writer_name == "sandbox"
+    seen, looker_uid, looker_name = looked.stdout.rsplit(maxsplit=2)
+    assert seen == "[]", looked.stdout
+    assert looker_name == "sandbox" and looker_uid != writer_uid, looked.stdout
+    assert_still_works(sb)
