@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.mutate.one_call import marked
 from app.mutate.quotes import double_quoted, prefers_double_quotes
 from app.mutate.rule import BLOCK_FIELDS, NotApplicable, Rule
 from app.mutate.rules import RULES, with_variants
@@ -80,6 +81,13 @@ def unified_diff(before: str, after: str, rule_name: str) -> str:
         before.splitlines(), after.splitlines(), "question", f"what if: {rule_name}", n=DIFF_CONTEXT, lineterm=""
     )
     return "\n".join(lines)
+
+
+def _dump_of(lines: list[str]) -> str | None:
+    try:
+        return ast.dump(ast.parse(textwrap.dedent("".join(lines))))
+    except SyntaxError:
+        return None
 
 
 def _same(a: ast.AST, b: ast.AST) -> bool:
@@ -143,7 +151,10 @@ class _Lines:
             renamed.name = helper.name
             if not _recursable(helper, renamed) or self.indent([helper]) != indent:
                 continue
-            lines = self.compound(helper, renamed)
+            unmarked = self.compound(helper, renamed)
+            lines = marked(self.statement(helper), unmarked)
+            if _dump_of(lines) != _dump_of(unmarked):  # a comment landed inside a string: leave it out
+                lines = unmarked
             header = f"def {helper.name}("
             at = next(i for i, line in enumerate(lines) if header in line)
             lines[at] = lines[at].replace(header, f"def {stmt.name}(", 1)

@@ -13,11 +13,16 @@ the first would give the mirror image of the same comparison, twice the runs for
 
 It applies where a function defined at the top of the snippet holds the rule's pattern and is
 called by name at two or more places outside itself; the diff shows the copy and the changed call.
+The copy is all new lines in a diff, so `marked` puts a comment where it differs from the helper
+(`# the mistake: …`): a learner reading the card sees where to look.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
+import io
+import tokenize
 
 from app.mutate.rule import Rule, clone
 
@@ -90,3 +95,35 @@ class InLastCall(Rule):
 
     def variants(self) -> tuple[Rule, ...]:
         return ()
+
+
+MARK = "# the mistake"
+
+
+def marked(helper: list[str], copy_lines: list[str]) -> list[str]:
+    """The copy's lines (same header as the helper's) with a comment line before each place it
+    differs from the helper: `# the mistake:` above a changed line, `# the mistake: no … here`
+    where a line of the helper is missing. Comments only: the code is the same."""
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, helper, copy_lines, autojunk=False).get_opcodes():
+        if tag == "delete":
+            gone = _without_comment(helper[i1]).strip()
+            out.append(_indent(helper[i1]) + f"{MARK}: no `{gone}` here\n")
+        elif tag in ("insert", "replace"):
+            out.append(_indent(copy_lines[j1]) + f"{MARK}:\n")
+        out += copy_lines[j1:j2]
+    return out
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _without_comment(line: str) -> str:
+    """The line without its trailing `# comment` (a `#` inside a string stays)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return line
+    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
+    return line.strip()[: comment.start[1]].rstrip() if comment else line
