@@ -147,6 +147,15 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     page.get_by_role("button", name="Sign in").click()
     page.goto("/studio/edit/amp-demo.yaml")
     expect(page.locator("#problems")).to_contain_text("No problems.")
+    # a predict-the-output question: its mistakes are shown, but it has no choices to add them to
+    page.locator("#question").select_option("linear-dtype-under-autocast")
+    page.get_by_role("button", name="Mistakes as choices").click()
+    expect(page.locator("#studio-distractors")).to_contain_text("Only a multiple-choice question has choices")
+    expect(page.locator('#studio-distractors li.distractor[data-rule="drop-autocast"]')).to_contain_text(
+        "It prints `torch.float32"
+    )
+    expect(page.get_by_role("button", name="Add as choice").first).to_be_disabled()
+
     page.locator("#question").select_option("gradscaler-skips-inf-step")
     page.get_by_role("button", name="Mistakes as choices").click()
     found = page.locator("#studio-distractors li.distractor")
