@@ -43,7 +43,7 @@ class Standing:
             if loaded is not None and fingerprint in ("", loaded.fingerprint):
                 self.last[question_id] = right
         self._statuses: dict[str, str] | None = None
-        self._queue: list[dict[str, Any]] | None = None
+        self._items: list[review.QueueItem] | None = None
         self._groups: dict[str, dict[str, list[str]]] = {}
 
     def answered_this_version(self, attempt: AttemptRow) -> bool:
@@ -101,7 +101,7 @@ class Standing:
             "right": sum(r for _, r in self.data.by_topic.values()),
             "answered": len(self.last),
             "questions": self.index.count,
-            "due": sum(1 for r in self.queue() if r["is_due"]),
+            "due": self.due_count(),
         }
 
     def topics(self) -> list[dict[str, Any]]:
@@ -141,16 +141,27 @@ class Standing:
             )
         return rows
 
-    def queue(self) -> list[dict[str, Any]]:
-        """Every missed question of the bank as it is now, soonest due first (those due now lead)."""
-        if self._queue is not None:
-            return self._queue
+    def queue_items(self) -> list[review.QueueItem]:
+        """Every missed question of the bank as it is now, soonest due first (due ones lead)."""
+        if self._items is None:
+            cards = {qid: c for qid in self.data.cards if (c := self.card(qid)) is not None}
+            self._items = review.queue(cards, self.now)  # type: ignore[arg-type]
+        return self._items
+
+    def due_count(self) -> int:
+        return sum(1 for item in self.queue_items() if item.is_due)
+
+    def queue(self, limit: int | None = None, *, due: bool | None = None) -> list[dict[str, Any]]:
+        """The review queue as rows to show, soonest due first: all of it, or the first `limit`
+        (only those due now, or only those not due yet, with `due`)."""
         rows = []
-        cards = {qid: c for qid in self.data.cards if (c := self.card(qid)) is not None}
-        for item in review.queue(cards, self.now):
-            loaded = self.bank.question(item.question_id)
-            if loaded is None:
+        for item in self.queue_items():
+            if due is not None and item.is_due != due:
                 continue
+            if limit is not None and len(rows) >= limit:
+                break
+            loaded = self.bank.question(item.question_id)
+            assert loaded is not None  # `card()` keeps only cards of this bank's questions
             rows.append(
                 {
                     "question_id": item.question_id,
@@ -162,5 +173,4 @@ class Standing:
                     "lapses": item.lapses,
                 }
             )
-        self._queue = rows
         return rows

@@ -365,25 +365,28 @@ class CardRow:
 
 
 def _attempt(row: Any) -> AttemptRow:
-    return AttemptRow(**row._mapping)
+    return AttemptRow(*row)  # positional: a row's mapping view costs more than the query
 
 
 def _card(row: Any) -> CardRow:
-    return CardRow(**row._mapping)
+    return CardRow(*row)
 
 
 _LEARNER = Learner.__table__  # type: ignore[attr-defined]
 _ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
 _CARDS_TABLE = ReviewCard.__table__  # type: ignore[attr-defined]
 _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
+_ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
+"""The attempt's columns in AttemptRow's order (rows are made from them by position)."""
 _ADD_ATTEMPT = _ATTEMPTS.insert()
-_BY_SUBMIT = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
-_ATTEMPT = select(_ATTEMPTS).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
-_SINCE = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)
-_RECENT = select(_ATTEMPTS).where(_A.learner_id == bindparam("learner")).order_by(_A.id.desc()).limit(bindparam("limit"))
+_BY_SUBMIT = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
+_ATTEMPT = select(*_ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
+_SINCE = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)
+_RECENT = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner")).order_by(_A.id.desc()).limit(bindparam("limit"))
 _THIS_CARD = (_C.learner_id == bindparam("learner"), _C.question_id == bindparam("question"))
-_CARD = select(_CARDS_TABLE).where(*_THIS_CARD)
+_CARD = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint, _C.card).where(*_THIS_CARD)
 _CARDS = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint).where(_C.learner_id == bindparam("learner"))
+"""A learner's cards in CardRow's order, without the scheduler's JSON."""
 _ADD_CARD = _CARDS_TABLE.insert().values(
     learner_id=bindparam("learner"), question_id=bindparam("question"), card=bindparam("card"),
     due=bindparam("due"), lapses=bindparam("lapses"), fingerprint=bindparam("fingerprint"),

@@ -9,10 +9,10 @@ template in `app/web/templates/`.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.bank.load import LoadedQuestion
@@ -20,8 +20,17 @@ from app.bank.schema import MultipleChoiceQuestion
 from app.bank_index import index_of
 from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, regrade
 from app.public_question import excerpt, title_of
-from app.web.deps import Learner, State
 from app.web.errors import NotFound
+from app.web.lean_routes import (
+    as_float,
+    as_int,
+    at_most,
+    digits,
+    form_fields,
+    invalid,
+    page_route,
+    state_and_learner,
+)
 from app.web.render import in_thread, render_page
 from app.web.review_session import left_in_session
 from app.web.state import WebState
@@ -33,10 +42,12 @@ SETS_PER_PAGE = 24
 """The home page lists the bank's sets a page at a time: it costs the same at 20 sets or 2,000."""
 
 
-@router.get("/")
-async def home(
-    request: Request, state: State, learner: Learner, page_number: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1
-) -> Response:
+@page_route(router, "/")
+async def home(request: Request) -> Response:
+    state, learner = await state_and_learner(request)
+    page_number = as_int("query", "page", request.query_params.get("page") or None) or 1
+    if not 1 <= page_number <= 10**6:
+        raise invalid("query", "page", "Input should be a page number from 1")
     bank = state.bank
     index = index_of(bank)
     pages = max(1, -(-len(bank.sets) // SETS_PER_PAGE))
@@ -47,7 +58,7 @@ async def home(
     def build() -> Response:
         standing = state.standing(learner, recent=0)
         sets = [{"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]} for s in shown]
-        due = sum(1 for row in standing.queue() if row["is_due"])
+        due = standing.due_count()
         return render_page(
             state, request, "home.html", sets=sets, first_set=bank.sets[0] if bank.sets else None,
             topics=standing.topics(), due=due, bank=bank, page_number=page_number, pages=pages,
@@ -57,8 +68,10 @@ async def home(
     return await in_thread(build)
 
 
-@router.get("/sets/{set_id}")
-async def set_page(set_id: str, request: Request, state: State, learner: Learner) -> Response:
+@page_route(router, "/sets/{set_id}")
+async def set_page(request: Request) -> Response:
+    state, learner = await state_and_learner(request)
+    set_id = request.path_params["set_id"]
     loaded_set = index_of(state.bank).sets.get(set_id)
     if loaded_set is None:
         raise NotFound(f"There is no question set {set_id!r}.")
@@ -107,16 +120,13 @@ def question_context(
     }
 
 
-@router.get("/questions/{question_id}")
-async def question_page(
-    question_id: str,
-    request: Request,
-    state: State,
-    learner: Learner,
-    attempt: Annotated[int | None, Query()] = None,
-    review: Annotated[str | None, Query(pattern=r"^\d{1,12}$")] = None,
-) -> Response:
-    loaded = state.question(question_id)
+@page_route(router, "/questions/{question_id}")
+async def question_page(request: Request) -> Response:
+    state, learner = await state_and_learner(request)
+    query = request.query_params
+    attempt = as_int("query", "attempt", query.get("attempt"))
+    review = digits("query", "review", query.get("review"))
+    loaded = state.question(request.path_params["question_id"])
     if attempt is not None and not 1 <= attempt < 2**63:
         raise NotFound("There is no such attempt.")
     run = run_message = what_if = None
@@ -147,19 +157,21 @@ async def question_page(
     return await in_thread(build)
 
 
-@router.post("/questions/{question_id}")
-async def answer_form(
-    question_id: str,
-    request: Request,
-    state: State,
-    learner: Learner,
-    choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
-    output: Annotated[str | None, Form(max_length=10_000)] = None,
-    submit_id: Annotated[str | None, Form(max_length=64)] = None,
-    shown_at: Annotated[float | None, Form()] = None,
-    review: Annotated[str | None, Form(pattern=r"^\d{1,12}$")] = None,
-) -> Response:
-    loaded = state.question(question_id)
+@page_route(router, "/questions/{question_id}", methods=("POST",))
+async def answer_form(request: Request) -> Response:
+    state, learner = await state_and_learner(request)
+    fields = await form_fields(request)
+
+    def one(name: str) -> str | None:
+        values = fields.get(name)
+        return values[-1] if values and values[-1] != "" else None  # as FastAPI: empty is absent
+
+    choice = [int(as_int("form", "choice", v) or 0) for v in fields.get("choice", []) if v != ""]
+    output = at_most("form", "output", one("output"), 10_000)
+    submit_id = at_most("form", "submit_id", one("submit_id"), 64)
+    shown_at = as_float("form", "shown_at", one("shown_at"))
+    review = digits("form", "review", one("review"))
+    loaded = state.question(request.path_params["question_id"])
     state.ensure_gradeable(loaded)
     try:
         graded = grade(loaded, picked=choice, output=output or "", order=state.choice_order(learner, loaded))
@@ -176,20 +188,26 @@ async def answer_form(
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 
 
-HISTORY_SHOWN = 50
+HISTORY_SHOWN = 20
 """The progress page's history: the newest attempts (the API gives 100)."""
+QUEUE_SHOWN = 20
+"""The progress page's review queue: the first of those due now, and of those due later ("Review
+now" walks through every due one)."""
 
 
-@router.get("/progress")
-async def progress_page(request: Request, state: State, learner: Learner) -> Response:
+@page_route(router, "/progress")
+async def progress_page(request: Request) -> Response:
+    state, learner = await state_and_learner(request)
+
     def build() -> Response:
         standing = state.standing(learner, recent=HISTORY_SHOWN)
-        queue = standing.queue()
+        items = standing.queue_items()
+        due_total = sum(1 for item in items if item.is_due)
         return render_page(
             state, request, "progress.html",
-            topics=standing.topics(), history=standing.history(HISTORY_SHOWN), queue=queue,
-            due=[r for r in queue if r["is_due"]], later=[r for r in queue if not r["is_due"]],
-            totals=standing.totals(), history_shown=HISTORY_SHOWN,
+            topics=standing.topics(), history=standing.history(HISTORY_SHOWN), totals=standing.totals(),
+            due=standing.queue(QUEUE_SHOWN, due=True), later=standing.queue(QUEUE_SHOWN, due=False),
+            due_total=due_total, later_total=len(items) - due_total, history_shown=HISTORY_SHOWN,
         )  # fmt: skip
 
     return await in_thread(build)
