@@ -149,9 +149,9 @@ async def question_page(request: Request) -> Response:
             context.update(outcome=graded, attempt=shown, run=run, run_message=run_message, what_if=what_if)
             # The run and the cards are the same for every learner: rendered once, then reused.
             if run is not None:
-                context["run_html"] = state.fragments.render(state, "_run.html", run, run=run)
+                context["run_html"] = state.fragments.render(state.templates, "_run.html", run, run=run)
             if what_if is not None:
-                context["what_if_html"] = state.fragments.render(state, "_what_if.html", what_if, what_if=what_if)
+                context["what_if_html"] = state.fragments.render(state.templates, "_what_if.html", what_if, what_if=what_if)
         return render_page(state, request, "question.html", **context)
 
     return await in_thread(build)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -296,32 +294,6 @@ def make_templates() -> Jinja2Templates:
     env.lstrip_blocks = True
     env.auto_reload = False  # templates ship with the package: no stat() of each file per render
     return templates
-
-
-class SharedFragments:
-    """Parts of pages that are the same for every learner, rendered once: a question's run (its op
-    trace can be hundreds of rows) and its "What if…" cards are shared by everyone who answers
-    it. Keyed by the identity of the object they show, which is kept with the HTML, so a new run
-    or a reloaded record is rendered afresh; the oldest are dropped past `size`."""
-
-    def __init__(self, size: int = 512) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._html: OrderedDict[tuple[str, int], tuple[object, Markup]] = OrderedDict()
-
-    def render(self, state: WebState, template_name: str, subject: object, **context: Any) -> Markup:
-        key = (template_name, id(subject))
-        with self._lock:
-            found = self._html.get(key)
-            if found is not None and found[0] is subject:
-                self._html.move_to_end(key)
-                return found[1]
-        html = Markup(state.templates.get_template(template_name).render(context))
-        with self._lock:
-            self._html[key] = (subject, html)
-            while len(self._html) > self.size:
-                self._html.popitem(last=False)
-        return html
 
 
 def render_page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:

@@ -27,7 +27,7 @@ from app.run_queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
-from app.web.render import SharedFragments
+from app.web.fragments import SharedFragments
 
 log = logging.getLogger("ampquiz.web")
 
