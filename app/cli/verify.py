@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.bank.load import Bank
-from app.cli.common import DEFAULT_BANK, load_clean_bank
+from app.cli.common import DEFAULT_BANK, load_clean_bank, remote_settings
 from app.verify.record import load_records, stale_entries, write_record
 
 if TYPE_CHECKING:
@@ -90,17 +90,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, records: list, stale_before: list[str]) -> int:
     """The bank on whatever workers are online, one record per environment (device kind)."""
     from app.runs.blocking import MixedWorkers, remote_pools
-    from app.settings import Settings, SettingsError
     from app.verify.check import verify_questions
 
-    try:
-        url = Settings.from_env().workers_url
-    except SettingsError as exc:
-        print(f"ampquiz verify: {exc}", file=sys.stderr)
+    settings = remote_settings("verify --remote")
+    if settings is None:
         return 2
-    if not url.startswith(("nats://", "tls://")):
-        print("ampquiz verify --remote: set AMPQUIZ_WORKERS_URL to the NATS server of the workers", file=sys.stderr)
-        return 2
+    url = settings.workers_url
     worst = 0
     try:
         with remote_pools(url) as pools:

@@ -25,16 +25,10 @@ def run_forever(main: object) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from app.settings import Settings, SettingsError
+    from app.cli.common import remote_settings
 
-    try:
-        settings = Settings.from_env(workers_url=args.url, sandbox_workers=args.slots)
-    except SettingsError as exc:
-        print(f"ampquiz worker: {exc}", file=sys.stderr)
-        return 2
-    if not settings.workers_url.startswith(("nats://", "tls://")):
-        print("ampquiz worker: set AMPQUIZ_WORKERS_URL (or --url) to the NATS server, e.g. nats://127.0.0.1:4222",
-              file=sys.stderr)  # fmt: skip
+    settings = remote_settings("worker", workers_url=args.url, sandbox_workers=args.slots)
+    if settings is None:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from app.runs.worker import Worker
@@ -50,9 +44,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(sig, worker.stop)
             await worker.serve()
 
+        import nats.errors
+
         try:
             run_forever(main())
-        except OSError as exc:  # the NATS server cannot be reached
+        except (OSError, nats.errors.NoServersError) as exc:  # the NATS server cannot be reached
             print(f"ampquiz worker: cannot reach {settings.workers_url}: {exc}", file=sys.stderr)
             return 1
     return 0

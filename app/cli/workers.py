@@ -12,17 +12,18 @@ from typing import Any
 
 
 async def ask(url: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
-    import nats
+    from app.runs import jetstream as layout
 
-    nc = await nats.connect(url, name="ampquiz-workers", allow_reconnect=False, connect_timeout=3)
+    nc = await layout.connect(url, "ampquiz-workers", reconnect=False)
     answers: dict[str, dict[str, Any]] = {}
 
     async def took(msg: Any) -> None:
-        data = json.loads(msg.data)
+        try:
+            data = json.loads(msg.data)
+        except ValueError:  # the server's "no responders" notice: nobody answered
+            return
         if isinstance(data, dict) and isinstance(data.get("id"), str) and not data.get("leaving"):
             answers[data["id"]] = data
-
-    from app.runs import jetstream as layout
 
     inbox = nc.new_inbox()
     await nc.subscribe(inbox, cb=took)
@@ -33,16 +34,12 @@ async def ask(url: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
 
 
 def _cmd_workers(args: argparse.Namespace) -> int:
-    from app.settings import Settings, SettingsError
+    from app.cli.common import remote_settings
 
-    try:
-        url = Settings.from_env(workers_url=args.url).workers_url
-    except SettingsError as exc:
-        print(f"ampquiz workers: {exc}", file=sys.stderr)
+    settings = remote_settings("workers", workers_url=args.url)
+    if settings is None:
         return 2
-    if not url.startswith(("nats://", "tls://")):
-        print("ampquiz workers: set AMPQUIZ_WORKERS_URL (or --url) to the NATS server", file=sys.stderr)
-        return 2
+    url = settings.workers_url
     try:
         workers = asyncio.run(ask(url))
     except Exception as exc:  # unreachable, refused

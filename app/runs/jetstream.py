@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import nats
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -29,6 +31,8 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
+
+log = logging.getLogger("ampquiz.runs")
 
 STREAM = "AMPQUIZ_RUNS"
 RUN_SUBJECT = "ampquiz.runs.{device}"
@@ -50,6 +54,22 @@ LEASE_MARGIN_S = 5.0
 ANNOUNCE_S = 1.0
 OFFLINE_AFTER_S = 3.5
 STREAM_MAX_AGE_S = 3600.0
+
+
+async def connect(url: str, name: str, *, reconnect: bool = True) -> Any:
+    """A NATS connection that says what went wrong in one log line (nats-py's default prints a
+    traceback for every failed attempt). Without `reconnect` (a one-off command) a server out of
+    reach fails at once."""
+
+    async def said(error: Exception) -> None:
+        log.warning("NATS (%s): %s", name, error)
+
+    options: dict[str, Any] = {"name": name, "error_cb": said, "connect_timeout": 3}
+    if reconnect:
+        options.update(max_reconnect_attempts=-1, reconnect_time_wait=1)
+    else:
+        options.update(allow_reconnect=False, max_reconnect_attempts=1)
+    return await nats.connect(url, **options)
 
 
 def consumer_name(device: str) -> str:

@@ -53,7 +53,7 @@ class RemoteRuns:
 
     @classmethod
     async def connect(cls, url: str, settings: Settings, *, discover_s: float = 1.5) -> RemoteRuns:
-        nc = await nats.connect(url, name="ampquiz-web", max_reconnect_attempts=-1)
+        nc = await layout.connect(url, "ampquiz-web")
         runs = cls(nc, settings)
         await layout.ensure_layout(runs.js, settings.run_queue + 64)
         await nc.subscribe(layout.RESULTS_SUBJECT.format(web=runs.web_id), cb=runs._on_result)

@@ -54,7 +54,7 @@ class Worker:
 
     async def serve(self) -> None:
         """Until `stop()` (or SIGTERM/SIGINT from the CLI): pull, run, reply, acknowledge."""
-        self.nc = await nats.connect(self.url, name=f"ampquiz-worker {self.id}", max_reconnect_attempts=-1)
+        self.nc = await layout.connect(self.url, f"ampquiz-worker {self.id}")
         js = self.nc.jetstream()
         await layout.ensure_layout(js, self.queue_limit)
         await self.nc.subscribe(layout.PING_SUBJECT, cb=self._pong)
