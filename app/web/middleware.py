@@ -23,9 +23,13 @@ COOKIE_MAX_AGE_S = 2 * 365 * 24 * 3600
 class LearnerCookie:
     """Gives every request an anonymous learner id from a signed cookie, issuing one when missing."""
 
+    KNOWN = 50_000
+    """Cookies already verified, remembered so a learner's next request skips the HMAC."""
+
     def __init__(self, app: ASGIApp, secret_key: str) -> None:
         self.app = app
         self.signer = URLSafeSerializer(secret_key, salt="ampquiz-learner")
+        self._known: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -34,17 +38,22 @@ class LearnerCookie:
         learner, is_new = None, False
         for name, value in _cookies(scope):
             if name == LEARNER_COOKIE:
-                try:
-                    learner = str(self.signer.loads(value))
-                except BadSignature:
-                    learner = None
+                learner = self._known.get(value)
+                if learner is None:
+                    try:
+                        learner = str(self.signer.loads(value))
+                    except BadSignature:
+                        break
+                    if len(self._known) >= self.KNOWN:
+                        self._known.clear()  # a simple bound: the next requests verify again
+                    self._known[value] = learner
                 break
         if learner is None:
             learner, is_new = uuid.uuid4().hex, True
         scope.setdefault("state", {})["learner_id"] = learner
 
         async def send_with_cookie(message: Message) -> None:
-            if is_new and message["type"] == "http.response.start":
+            if message["type"] == "http.response.start":
                 cookie = (
                     f"{LEARNER_COOKIE}={self.signer.dumps(learner)}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; "
                     "HttpOnly; SameSite=Lax"
@@ -56,7 +65,7 @@ class LearnerCookie:
                 ]
             await send(message)
 
-        await self.app(scope, receive, send_with_cookie)
+        await self.app(scope, receive, send_with_cookie if is_new else send)
 
 
 class SecurityHeaders:
