@@ -185,7 +185,7 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     os.makedirs(WORKDIR, exist_ok=True)
     if os.geteuid() == 0:
         os.chown(WORKDIR, uid, uid)
-    env = describe_environment(config["cuda"])
+    env = dict(config["environment"])  # described once by the zygote
     device_name = _warm_up_runner(config["cuda"])
     if device_name:
         env["device_name"] = device_name

@@ -269,12 +269,14 @@ def main() -> None:
         isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     except OSError:
         pass
+    # The same for every runner (it reads /proc/cpuinfo): described once, here.
+    config["environment"] = runner.describe_environment(config["cuda"])
     zygote = Zygote(control, config, cgroups, huge_pages=huge_page_bytes > 0)
     wire.send(
         control,
         {
             "type": "zygote",
-            "environment": runner.describe_environment(config["cuda"]),
+            "environment": config["environment"],
             "cgroups": cgroups.available,
             "huge_page_bytes": huge_page_bytes,
             "syscall_filter": seccomp.PROBLEM or "ok",
