@@ -22,8 +22,8 @@ from app.web.studio.editor import question_from_text
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
 RUNS_AT_ONCE = 2
-"""An instructor's runs in the queue at once: within a learner's share (AMPQUIZ_RUN_PER_LEARNER's
-default), so the mutants are not refused for asking all at once."""
+"""An instructor's runs in the queue at once, at most: never more than one learner's share
+(AMPQUIZ_RUN_PER_LEARNER), so the mutants are not refused for asking all at once."""
 
 
 @router.post("/api/distractors")
@@ -38,7 +38,7 @@ async def proved_distractors(request: Request, state: State, who: Instructor, na
     if not mutants:
         return {"choices": [], "mutants": 0, "can_add": can_add}
     device = "cuda" if q.question.requires == "cuda" else None
-    gate = asyncio.Semaphore(RUNS_AT_ONCE)
+    gate = asyncio.Semaphore(max(1, min(RUNS_AT_ONCE, state.settings.run_per_learner)))
 
     async def run(snippet: str, explain: bool) -> Any:
         async with gate:
