@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from app.bank.load import Bank, FileCache, load_bank, question_files
+from app.bank_index import index_of
 from app.verify.record import Record, load_records, records_dir
 
 log = logging.getLogger("ampquiz.bank")
@@ -62,6 +63,22 @@ class LiveBank:
         return files_signature(self._files())
 
     def reload(self) -> None:
+        # No cyclic garbage collection while a bank is built: a full collection would walk every
+        # new object while holding the GIL (tens of milliseconds at 5,000 questions, a stall for
+        # every request meanwhile); what the old bank leaves is freed by refcounting, and the new
+        # one is frozen out of the collector's way once it is served.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._reload()
+        finally:
+            if collecting:
+                gc.enable()
+        # The bank lives as long as the server: out of the collector's way, so full collections
+        # during requests do not walk it.
+        gc.freeze()
+
+    def _reload(self) -> None:
         with self._lock:
             signature = self._current_signature()
             # Whatever served an id until now keeps it: a new file reusing the id is the one left out.
@@ -71,6 +88,7 @@ class LiveBank:
                 log.warning("question bank: left out: %s", problem)
             log.info("question bank: %d questions in %d sets", len(bank.questions), len(bank.sets))
             records = load_records(self.root)
+            index_of(bank)  # what pages look up in it, made here rather than by the first request
             for hook in self.prepare:
                 try:
                     hook(bank, records)
@@ -78,9 +96,6 @@ class LiveBank:
                     log.exception("question bank: preparing the new bank failed")
             self.bank, self.records, self._signature = bank, records, signature
             self._checked = time.monotonic()
-        # The bank lives as long as the server: out of the collector's way, so full collections
-        # during requests do not walk it (what a reload leaves behind is freed by refcounting).
-        gc.freeze()
 
     def start(self) -> None:
         """Watch the files in a thread of its own from now on (the server does; the CLI need not)."""

@@ -233,7 +233,9 @@ class Prover:
                 # (a new bank, new records, or a proof made here), never on every tick.
                 now = (id(bank), id(records), self.book.version)
                 if now != seen:
-                    todo = self.book.to_prove(bank, records)
+                    # A proof per question (kept per bank version, so mostly looked up): in a
+                    # thread, so a large bank never holds the event loop.
+                    todo = await asyncio.to_thread(self.book.to_prove, bank, records)
                     seen = now if not todo else None
                 for loaded in todo:
                     await self.prove(loaded)

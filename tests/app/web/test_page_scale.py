@@ -1,0 +1,88 @@
+"""Pages that stay the same size whatever the bank or the learner's history holds: the home page
+lists the sets a page at a time, the progress page the first reviews and the newest attempts
+(saying how many more there are), and the busiest pages refuse bad parameters as before."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.web import Web
+
+pytestmark = pytest.mark.anyio
+
+SETS = 30
+
+
+def add_sets(web: Web, n: int = SETS) -> list[str]:
+    """`n` more sets of one conceptual question each (no code: graded at once); their ids."""
+    ids = []
+    for i in range(n):
+        qid = f"concept-{i:02d}"
+        (web.bank / f"many-{i:02d}.yaml").write_text(f"""\
+title: Many sets {i:02d}
+description: One of many sets.
+questions:
+  - id: {qid}
+    kind: multiple_choice
+    topic: topic-{i % 3}
+    difficulty: 1
+    prompt: Which one?
+    choices:
+      - {{text: the right one, correct: true, why: "Right."}}
+      - {{text: the wrong one, correct: false, why: "Wrong."}}
+    explanation: Because.
+    source: tests
+""")
+        ids.append(qid)
+    return ids
+
+
+def set_cards(html: str) -> list[str]:
+    return re.findall(r'<article class="card set-card">\s*<h3><a href="/sets/([\w-]+)"', html)
+
+
+async def test_home_shows_the_sets_a_page_at_a_time(web: Web) -> None:
+    add_sets(web)
+    async with web.client() as c:
+        total = SETS + 1  # and the test bank's own "basics" (its broken file is left out)
+        first = (await c.get("/")).text
+        assert len(set_cards(first)) == 24 and f"1–24 of {total}" in first
+        assert 'href="/?page=2#sets"' in first and "Previous sets" not in first
+        second = (await c.get("/?page=2")).text
+        assert len(set_cards(second)) == total - 24 and 'href="/?page=1#sets"' in second
+        assert not set(set_cards(first)) & set(set_cards(second))
+        assert "topic-0" in second  # the topics table still covers the whole bank
+        assert (await c.get("/?page=3")).status_code == 404
+        assert (await c.get("/?page=two")).status_code == 422
+
+
+async def test_progress_shows_the_first_reviews_and_newest_attempts_and_counts_the_rest(web: Web) -> None:
+    ids = add_sets(web, 25)
+    async with web.client() as c:
+        for qid in ids:
+            # The choices are shuffled per learner: post the wrong one by its identity (1).
+            assert (await c.post(f"/questions/{qid}", data={"choice": "1"})).status_code == 303
+        web.clock.advance(hours=1)
+        page = (await c.get("/progress")).text
+        due = re.findall(r'<li class="due"><a href="/questions/(concept-\d+)"', page)
+        assert len(due) == 20 and "and 5 more due now" in page
+        assert "Review now: 25 due" in page
+        assert "your newest 20 of 25 attempts" in page
+        history = re.findall(r'href="/questions/(concept-\d+)\?attempt=\d+#result"', page)
+        assert history == ids[::-1][:20]  # newest first
+
+
+async def test_the_busiest_pages_refuse_bad_parameters_with_422(web: Web) -> None:
+    async with web.client() as c:
+        assert (await c.get("/questions/mc-half-dtype?attempt=first")).status_code == 422
+        assert (await c.get("/questions/mc-half-dtype?review=12a")).status_code == 422
+        bad_time = await c.post("/questions/mc-half-dtype", data={"choice": "0", "shown_at": "soon"})
+        assert bad_time.status_code == 422 and "shown_at" in bad_time.text
+        too_long = await c.post("/questions/po-linear-dtype", data={"output": "x" * 10_001})
+        assert too_long.status_code == 422
+        assert (await c.post("/questions/mc-half-dtype", data={"choice": "A"})).status_code == 422
+        # Empty fields count as absent, as they did: an answer still goes through.
+        ok = await c.post("/questions/mc-half-dtype", data={"choice": "0", "shown_at": "", "review": ""})
+        assert ok.status_code == 303
