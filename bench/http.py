@@ -74,13 +74,15 @@ def start_server(
     *,
     database_url: str | None = None,
     serve_args: tuple[str, ...] = (),
+    source: Path = ROOT,
 ) -> tuple[subprocess.Popen, str]:
     """`ampquiz serve` on a free port (a SQLite file in `workdir` unless `database_url` says
-    otherwise; `serve_args` are passed on, e.g. `--processes 2`), once /healthz answers."""
+    otherwise; `serve_args` are passed on, e.g. `--processes 2`; `source`: the tree whose `app`
+    it runs, e.g. a checkout of an earlier commit), once /healthz answers."""
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(source),
         "AMPQUIZ_DATABASE_URL": database_url or f"sqlite:///{workdir / 'ampquiz.db'}",
         "AMPQUIZ_BANK": str(bank),
         "AMPQUIZ_PORT": str(port),

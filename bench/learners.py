@@ -17,7 +17,8 @@ steady class never waits for them; what the sandbox spends during the rounds is 
 Targets (2-core CPU): server CPU per learner request <= 1 ms; throughput >= 0.3x the bare app's;
 p99 at 200 learners < 250 ms; PostgreSQL throughput >= SQLite's.
 Usage: `python bench/learners.py [--learners 10,50,200] [--requests 2400] [--processes N]
-[--postgres postgresql+psycopg://postgres@127.0.0.1:5432/test | --no-postgres]`.
+[--postgres postgresql+psycopg://postgres@127.0.0.1:5432/test | --no-postgres] [--baseline DIR]`
+(`--baseline DIR`: a tree of an earlier commit, served on SQLite beside this one, for before/after).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def bare_app():  # noqa: ANN201 (FastAPI is imported here only, in the bare server's process)
+def bare_app():
     """The baseline: FastAPI's smallest useful page, under the same uvicorn as ampquiz."""
     from fastapi import FastAPI
     from fastapi.responses import HTMLResponse
@@ -263,7 +264,8 @@ def bank_questions() -> list[dict]:
     return [{"id": q.id, "kind": q.question.kind} for q in bank.questions]
 
 
-def describe(label: str, r: Round, bare: Round | None = None, versus: Round | None = None) -> list[str]:
+def describe(label: str, r: Round, bare: Round | None = None, versus: Round | None = None,
+             baseline: Round | None = None) -> list[str]:  # fmt: skip
     per_req = 1000 * r.cpu["web"] / max(1, r.requests)
     sandbox = 1000 * r.cpu["sandbox"] / max(1, r.requests)
     rate = r.requests / r.wall
@@ -278,6 +280,9 @@ def describe(label: str, r: Round, bare: Round | None = None, versus: Round | No
         ratios.append(f"CPU/req {per_req / (1000 * bare.cpu['web'] / max(1, bare.requests)):.1f}x")
     if versus is not None:
         ratios.append(f"throughput {rate / (versus.requests / versus.wall):.2f}x SQLite's")
+    if baseline is not None:
+        before = 1000 * baseline.cpu["web"] / max(1, baseline.requests)
+        ratios.append(f"web CPU/req {per_req / before:.2f}x the baseline's, throughput {rate / (baseline.requests / baseline.wall):.2f}x")
     if ratios:
         out.append(line("", "; ".join(ratios)))
     return out
@@ -334,13 +339,16 @@ def report(n: int, rounds: dict[str, Round]) -> None:
         print(text)
     for name, r in rounds.items():
         if name != "bare":
-            for text in describe(f"  learners on {name}", r, bare, rounds.get("SQLite") if name != "SQLite" else None):
+            for text in describe(f"  learners on {name}", r, bare, rounds.get("SQLite") if name != "SQLite" else None,
+                                 baseline=rounds.get("SQLite, baseline") if name == "SQLite" else None):
                 print(text)
     sys.stdout.flush()
 
 
 def verdicts(results: dict[int, dict[str, Round]]) -> None:
     print()
+    mine = {n: {k: r for k, r in rs.items() if "baseline" not in k} for n, rs in results.items()}
+    results = mine
     worst_cpu = max(1000 * r.cpu["web"] / r.requests for rs in results.values() for k, r in rs.items() if k != "bare")
     print(line("target: web CPU per learner request <= 1 ms", f"{'met' if worst_cpu <= 1 else 'MISSED'} (worst {worst_cpu:.2f} ms)"))
     ratio = min(r.requests / r.wall / (rs["bare"].requests / rs["bare"].wall)
@@ -364,12 +372,15 @@ def main() -> None:
     ap.add_argument("--postgres", default=POSTGRES, help="PostgreSQL server (a database is made there and dropped)")
     ap.add_argument("--no-postgres", action="store_true")
     ap.add_argument("--only", choices=["SQLite", "PostgreSQL"], help="measure one database only")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a tree of an earlier commit (e.g. from `git archive REV | tar -x -C DIR`): its server, on "
+                         "SQLite, measured beside this one")  # fmt: skip
     args = ap.parse_args()
     args.learners = [int(n) for n in args.learners.split(",")]
     extra = serve_args(args.processes)
     questions = bank_questions()
-    print(f"host: {os.cpu_count()} cores; {len(questions)} questions; "
-          f"server processes: {args.processes or 'one (the default)'}; {args.requests} requests per server per level")  # fmt: skip
+    print(f"host: {os.cpu_count()} cores; {len(questions)} questions; server processes: "
+          f"{args.processes or 'the default (one per core)'}; {args.requests} requests per server per level")  # fmt: skip
 
     pg_name = None
     servers: dict[str, tuple[subprocess.Popen, str]] = {}
@@ -384,7 +395,10 @@ def main() -> None:
                 (Path(tmp) / "pg").mkdir()
                 os.environ["AMPQUIZ_SECRET_KEY"] = "b" * 40  # no SQLite folder to keep it in
                 servers["PostgreSQL"] = start_server(Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra)
-            bare = start_bare(args.processes or 1)
+            if args.baseline is not None:
+                (Path(tmp) / "baseline").mkdir()
+                servers["SQLite, baseline"] = start_server(Path(tmp) / "baseline", 2, 16, serve_args=extra, source=args.baseline.resolve())
+            bare = start_bare(args.processes or len(os.sched_getaffinity(0)))
             loop = new_event_loop()
             try:
                 results = loop.run_until_complete(measure(args, servers, bare, questions))
