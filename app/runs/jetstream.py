@@ -53,6 +53,9 @@ LEASE_EVERY_S = 1.0
 LEASE_MARGIN_S = 5.0
 ANNOUNCE_S = 1.0
 OFFLINE_AFTER_S = 3.5
+NO_WORKER_GRACE_S = 15.0
+"""How long a run waits with no worker of its kind online before it is reported lost: long
+enough for a worker to restart (import torch, prepare its pool)."""
 STREAM_MAX_AGE_S = 3600.0
 
 

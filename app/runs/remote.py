@@ -169,7 +169,7 @@ class RemoteRuns:
                 pass
             now = time.monotonic()
             nobody_since = None if self.online(device) else (nobody_since or now)
-            if now > deadline or (nobody_since is not None and now - nobody_since > layout.OFFLINE_AFTER_S):
+            if now > deadline or (nobody_since is not None and now - nobody_since > layout.NO_WORKER_GRACE_S):
                 self.lost += 1
                 return self._lost(NO_WORKER_LEFT.format(kind=device.upper()) if nobody_since else LOST)
 
