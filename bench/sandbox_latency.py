@@ -9,8 +9,9 @@ while the other one idles, so background load on a shared machine falls on both 
 Targets (issue 20, 2-core CPU): runs/s with two workers busy >= 1.4x the base's; warm p50 no
 more than 1.5 ms above the base's. The default base is the last commit before that work.
 
-Per run it also prints the CPU the sandbox spent (the zygote and its runners, read from /proc)
-and the pool's own (the serving process's threads), which is where a throughput change comes from.
+Per run it also prints the CPU the sandbox spent (the zygote and its runners, read from /proc),
+the pool's own (the serving process's threads) and the page faults of the zygote and its runners:
+where a throughput change comes from, and steadier than runs/s on a machine shared with others.
 
 Usage: `python bench/sandbox_latency.py [--base REV|none] [--rounds N] [--seconds S] [--warm N] [--cold N]`.
 """
@@ -79,6 +80,12 @@ def _cpu_s(pid: int | None = None) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def _faults(pid: int) -> int:
+    """Minor page faults of a process and of the children it has reaped."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[7]) + int(fields[8])
+
+
 def throughput(sb, seconds: float) -> dict[str, float]:
     """Two clients back to back for `seconds`: runs, elapsed time and the CPU spent on them."""
     done = 0
@@ -94,7 +101,7 @@ def throughput(sb, seconds: float) -> dict[str, float]:
                 done += 1
 
     zygote = sb._zygote.pid
-    cpu0, pool0 = _cpu_s(zygote), _cpu_s()
+    cpu0, pool0, faults0 = _cpu_s(zygote), _cpu_s(), _faults(zygote)
     threads = [threading.Thread(target=client) for _ in range(2)]
     t = time.perf_counter()
     for th in threads:
@@ -104,7 +111,10 @@ def throughput(sb, seconds: float) -> dict[str, float]:
     elapsed = time.perf_counter() - t
     # The runners of the last runs end (and are reaped) a moment after their results come back.
     time.sleep(0.5)
-    return {"runs": done, "s": elapsed, "sandbox_cpu_s": _cpu_s(zygote) - cpu0, "pool_cpu_s": _cpu_s() - pool0}
+    return {
+        "runs": done, "s": elapsed, "sandbox_cpu_s": _cpu_s(zygote) - cpu0, "pool_cpu_s": _cpu_s() - pool0,
+        "faults": _faults(zygote) - faults0,
+    }  # fmt: skip
 
 
 def serve(root: str) -> None:
@@ -229,6 +239,8 @@ def main() -> None:
         print(line("  warm p50, back to back", f"{p50(s['back']):8.2f} ms"))
         print(line("  runs/s, 2 workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
         print(line("  CPU per run: sandbox / pool", f"{cpu_ms(name, 'sandbox_cpu_s'):8.1f} ms / {cpu_ms(name, 'pool_cpu_s'):.1f} ms"))
+        faults = sum(t["faults"] for t in s["tp"]) / sum(t["runs"] for t in s["tp"])
+        print(line("  page faults per run (zygote and runners)", f"{faults:8.0f}"))
         print(line("  zygote heap on 2 MiB pages", f"{huge[name]:8d} MiB"))
     now_warm = p50(samples["now"]["warm"])
     print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))

@@ -6,7 +6,8 @@ inherits, and a snippet can read as /proc/1/cmdline: it names paths the runner m
 It never touches CUDA, so every fork starts clean (a child of a process that initialised CUDA
 could not use it). On a CPU host it runs a few tensor ops once, so that torch's first-op costs
 are paid here rather than in every runner; it stays single-threaded (OMP_NUM_THREADS=1 and one
-intra-op thread), as a process that forks must. For each `spawn` request it forks a *runner*:
+intra-op thread), as a process that forks must. It has every run's read-only root built once
+(`sandbox.root_template`). For each `spawn` request it forks a *runner*:
 
     zygote ── runner (pid 1 of a new pid namespace; new net, mount, ipc, uts namespaces; its cgroup)
 
