@@ -1,12 +1,17 @@
 """The runs of questions' code, shared by every learner: a question's code is fixed, so one run
 (with its explanation) serves everyone who answers it, and it is started while the learner is
-still reading the question, when a worker is idle anyway."""
+still reading the question, when a worker is idle anyway.
+
+With a `shelf` (the store), a run is also kept in the database: the server's other web processes,
+and the server after a restart, take it from there instead of running the same code again."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from app.bank.load import LoadedQuestion
 from app.run_queue import RunQueue
@@ -19,6 +24,14 @@ log = logging.getLogger("ampquiz.question_runs")
 Key = tuple[str, str | None]
 
 
+class Shelf(Protocol):
+    """Where runs are kept for every process (`app.store.Store`); both calls block."""
+
+    def stored_run(self, key: str) -> str | None: ...
+
+    def keep_run(self, key: str, result_json: str) -> None: ...
+
+
 def device_of(loaded: LoadedQuestion) -> str | None:
     """The device a question's run asks for: CUDA-only code must never run on the CPU."""
     return "cuda" if loaded.question.requires == "cuda" else None
@@ -28,8 +41,9 @@ class QuestionRuns:
     """Each question's run, run once through the queue and then kept in memory (unless it ended
     in a way that may not happen next time: `sandbox.result.TRANSIENT`)."""
 
-    def __init__(self, queue: RunQueue) -> None:
+    def __init__(self, queue: RunQueue, shelf: Shelf | None = None) -> None:
         self.queue = queue
+        self.shelf = shelf
         self._cache: dict[Key, RunResult] = {}
         self._pending: dict[Key, asyncio.Future[RunResult]] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -45,9 +59,7 @@ class QuestionRuns:
             return self._cache[key]
         pending = self._pending.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(
-                self.queue.run(key[0], explain=True, device=key[1], subject="This question's code", lane="question")
-            )
+            pending = asyncio.ensure_future(self._shelved_or_run(key))
             self._pending[key] = pending
 
             def keep(fut: asyncio.Future[RunResult]) -> None:
@@ -57,6 +69,28 @@ class QuestionRuns:
 
             pending.add_done_callback(keep)
         return await asyncio.shield(pending)
+
+    def _shelf_key(self, key: Key) -> str:
+        env = self.queue.environment
+        what = [key[0], key[1], env.get("device_kind"), env.get("torch_version"), env.get("device_name")]
+        return hashlib.sha256(json.dumps(what).encode()).hexdigest()
+
+    async def _shelved_or_run(self, key: Key) -> RunResult:
+        shelf_key = self._shelf_key(key) if self.shelf is not None else ""
+        if self.shelf is not None:
+            try:
+                kept = await asyncio.to_thread(self.shelf.stored_run, shelf_key)
+                if kept is not None:
+                    return RunResult.from_dict(json.loads(kept))
+            except Exception:  # a database hiccup costs a run, never the page
+                log.exception("reading a kept question run failed; running it")
+        result = await self.queue.run(key[0], explain=True, device=key[1], subject="This question's code", lane="question")
+        if self.shelf is not None and result.status not in TRANSIENT:
+            try:
+                await asyncio.to_thread(self.shelf.keep_run, shelf_key, result.to_json())
+            except Exception:
+                log.exception("keeping a question run failed")
+        return result
 
     def prefetch(self, loaded: LoadedQuestion) -> None:
         """Starts a question's run while the learner reads it, when a worker is idle anyway."""

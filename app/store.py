@@ -10,84 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import Index, bindparam, case, event, func, inspect, or_, text
+from sqlalchemy import bindparam, case, event, func, inspect, or_, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlmodel import Session, SQLModel, create_engine, select
 
+from app.tables import Attempt, Learner, QuestionRun, ReviewCard, as_utc, utcnow
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite hands datetimes back naive; everything stored here is UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-class Learner(SQLModel, table=True):
-    id: str = Field(primary_key=True, max_length=64)
-    created_at: datetime = Field(default_factory=utcnow)
-
-
-class Attempt(SQLModel, table=True):
-    __table_args__ = (
-        Index("ix_attempt_learner_submit", "learner_id", "submit_id", unique=True),
-        # A learner's attempts at one question, newest last: the question page's one query, and
-        # the progress page's last answer per question, read only that learner's rows.
-        Index("ix_attempt_learner_question", "learner_id", "question_id", "id"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True)
-    learner_id: str = Field(index=True, foreign_key="learner.id", max_length=64)
-    question_id: str = Field(index=True, max_length=80)
-    set_id: str = Field(max_length=120)
-    topic: str = Field(max_length=80)
-    kind: str = Field(max_length=20)
-    answer: str
-    """JSON: the picked choice indices (a list) or the predicted output (a string)."""
-    correct: bool
-    created_at: datetime = Field(default_factory=utcnow, index=True)
-    fingerprint: str = Field(default="", max_length=16)
-    """The question as it was answered (`QuestionBase.fingerprint`); empty in attempts stored
-    before fingerprints were kept. A changed question does not inherit attempts at another."""
-    submit_id: str | None = Field(default=None, max_length=64)
-    """The form's one-time id: a double click or a replayed form stores one attempt."""
-    seconds: float | None = Field(default=None)
-    """How long the learner took, from the question's page to the answer, when known."""
-
-    @property
-    def answer_value(self) -> Any:
-        return json.loads(self.answer)
-
-    @property
-    def when(self) -> datetime:
-        return as_utc(self.created_at)
-
-
-class ReviewCard(SQLModel, table=True):
-    """A missed question's spaced-repetition card (see app.review); one per learner and question."""
-
-    __tablename__ = "review_card"
-
-    learner_id: str = Field(primary_key=True, foreign_key="learner.id", max_length=64)
-    question_id: str = Field(primary_key=True, max_length=80)
-    card: str
-    """The scheduler's card, as its own JSON."""
-    due: datetime = Field(index=True)
-    lapses: int = 0
-    """How many times the learner got it wrong."""
-    fingerprint: str = Field(default="", max_length=16)
-    """The question the card schedules; a card for another version of it is started afresh."""
-
-    @property
-    def due_utc(self) -> datetime:
-        return as_utc(self.due)
+__all__ = ["Attempt", "Learner", "QuestionRun", "ReviewCard", "Store", "as_utc", "utcnow"]
 
 
 class QuestionState(NamedTuple):
@@ -175,6 +110,7 @@ class Store:
         SQLModel.metadata.create_all(self.engine)
         add_missing_columns(self.engine)
         self._add_learner = _insert_ignoring_duplicates(self.engine, _LEARNER)
+        self._add_run = _insert_ignoring_duplicates(self.engine, _RUNS, key="key")
 
     def close(self) -> None:
         self.engine.dispose()
@@ -291,6 +227,16 @@ class Store:
             rows = conn.execute(_SINCE, {"learner": learner_id, "since": since}).all()
         return [_attempt(r) for r in rows]
 
+    def stored_run(self, key: str) -> str | None:
+        """A question run kept by `keep_run` (its JSON), or None."""
+        with self.engine.connect() as conn:
+            return conn.execute(_STORED_RUN, {"key": key}).scalar()
+
+    def keep_run(self, key: str, result_json: str) -> None:
+        """Keeps a question's run for every process; one already kept under `key` stays."""
+        with self.engine.begin() as conn:
+            conn.execute(self._add_run, {"key": key, "result": result_json, "created_at": utcnow()})
+
     def learner_data(self, learner_id: str | None, recent: int = 100) -> LearnerData:
         """What one learner's pages need, summarised by the database: it grows with what the
         learner answered, never with all their attempts (or the bank)."""
@@ -305,7 +251,7 @@ class Store:
         return LearnerData(latest, by_topic, cards, newest)
 
 
-def _insert_ignoring_duplicates(engine: Engine, table: Any) -> Any:
+def _insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> Any:
     """INSERT that does nothing when the row is there already (both databases ampquiz is tested
     on say it natively; elsewhere, a plain INSERT guarded by NOT EXISTS)."""
     name = engine.dialect.name
@@ -315,7 +261,7 @@ def _insert_ignoring_duplicates(engine: Engine, table: Any) -> Any:
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
         params = [bindparam(c.name) for c in table.columns]
-        exists = select(table.c.id).where(table.c.id == bindparam("id")).exists()
+        exists = select(table.c[key]).where(table.c[key] == bindparam(key)).exists()
         return table.insert().from_select([c.name for c in table.columns], select(*params).where(~exists))
     return dialect_insert(table).on_conflict_do_nothing()
 
@@ -375,6 +321,8 @@ def _card(row: Any) -> CardRow:
 _LEARNER = Learner.__table__  # type: ignore[attr-defined]
 _ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
 _CARDS_TABLE = ReviewCard.__table__  # type: ignore[attr-defined]
+_RUNS = QuestionRun.__table__  # type: ignore[attr-defined]
+_STORED_RUN = select(_RUNS.c.result).where(_RUNS.c.key == bindparam("key"))
 _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
 _ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
 """The attempt's columns in AttemptRow's order (rows are made from them by position)."""
