@@ -70,7 +70,7 @@ def create_app(
             runs, workers=runs.workers, queue=settings.run_queue, limits=limits,
             per_learner=settings.run_per_learner, per_address=settings.run_per_address,
         )  # fmt: skip
-        question_runs = QuestionRuns(run_queue)
+        question_runs = QuestionRuns(run_queue, shelf=store)  # runs kept for every process and restart
         proofs = ProofBook(runs.environment)
         prover = Prover(proofs, run_queue, lambda: (live_bank.current(), live_bank.records))
         app.state.web = WebState(
