@@ -15,7 +15,8 @@ and private, so nothing a runner mounts reaches the template or another run. A r
 mounts anything inside the template itself: if it cannot make its copy it stops.
 
 Where the host refuses any step (no mount namespace, no fresh proc, no pivot_root) there is no
-template, and each runner builds its own root as before.
+template, and each runner builds its own root as before; so too on a CUDA host, where the driver's
+device nodes can appear after the zygote starts (/dev/nvidia-uvm, on first use).
 
 Runs in: the zygote (`build`: its helper does the mounting) and the runner (`enter`).
 """

@@ -263,8 +263,10 @@ def main() -> None:
     cgroups.sweep()
     # Every runner's read-only root, built once (None where the host refuses: each runner then
     # builds its own). Before any runner: the helper that builds it is this process's only child.
-    config["root_template"] = root_template.build(
-        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]
+    # Not on a CUDA host (untested there): the driver's device nodes can appear after start
+    # (/dev/nvidia-uvm, on first use), and a runner that lists /dev itself still finds them.
+    config["root_template"] = None if config["cuda"] else root_template.build(
+        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=False
     )
     try:  # orphans (hosts without pid namespaces) are reparented here and reaped, never zombies
         isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
