@@ -125,11 +125,12 @@ async def test_a_worker_killed_mid_run_hands_the_run_to_another(web: RemoteRuns,
 
 
 async def test_a_run_whose_every_worker_dies_is_reported_lost_once(web: RemoteRuns, start: Start) -> None:
-    (first,) = await start(1)
-    doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(30)", QUICK))
-    await until(lambda: status_of(web, first.id)["busy"] == 1)
-    others = await start(2)  # online and asking for runs: one gets the second delivery, never a third
+    workers = await start(3)  # all pulling: one takes the run, another its second delivery, never a third
+    doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(60)", Limits(wall_s=60, cpu_s=60)))
+    await until(lambda: any(status_of(web, w.id)["busy"] for w in workers))
+    first = next(w for w in workers if status_of(web, w.id)["busy"])
     first.kill()
+    others = [w for w in workers if w is not first]
     await until(lambda: any(status_of(web, w.id)["busy"] for w in others), timeout=20)
     second = next(w for w in others if status_of(web, w.id)["busy"])
     third = next(w for w in others if w is not second)
