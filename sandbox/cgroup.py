@@ -5,9 +5,9 @@ Supports the unified hierarchy (cgroup v2) and the legacy `memory`, `pids` and `
 share one core's worth of CPU, not the host's), and the only reliable way to find and kill all of
 them when there is no pid namespace.
 
-Runs in: the runner (creates its cgroup and joins it, while still root), the zygote (sweeps
-cgroups left by an earlier zygote) and the server (sets the caps before a run's code is sent,
-reads the OOM count after the run, removes the cgroup). The runner drops root before its code
+Runs in: the runner (creates its cgroup and joins it, while still root), the zygote (learns once
+which caps a run's cgroup holds here, sweeps cgroups left by an earlier zygote) and the server
+(sets the caps before a run's code is sent, reads the OOM count after the run, removes the cgroup). The runner drops root before its code
 arrives and no longer sees /sys/fs/cgroup, so the caps are the pool's to write.
 """
 
@@ -72,10 +72,6 @@ class RunCgroup:
             cap for cap, files in caps.items()
             if any(role in self.dirs and (self.dirs[role] / name).exists() for role, name in files)
         ]  # fmt: skip
-
-    def add(self, pid: int) -> None:
-        for d in self.dirs.values():
-            (d / "cgroup.procs").write_text(str(pid))
 
     def usage_bytes(self) -> int:
         for role, d in self.dirs.items():
@@ -188,6 +184,17 @@ class CgroupFactory:
                     base = _writable_dir(ROOT / controller / own.lstrip("/"))
                     if base is not None:
                         self.bases[controller] = base
+        self._base_paths = {role: str(base) for role, base in self.bases.items()}
+        self.features: list[str] = []
+        """The caps a run's cgroup holds here, the same for every one: learnt once, from a probe."""
+        probe = self.create(f"ampquiz-probe-{os.getpid()}-features") if self.bases else None
+        if probe is not None:
+            self.features = probe.features
+            for d in probe.dirs.values():
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
 
     def sweep(self, prefix: str = "ampquiz-run-") -> None:
         """Remove run cgroups left empty by a pool that died; rmdir refuses any still in use."""
@@ -201,6 +208,32 @@ class CgroupFactory:
     @property
     def available(self) -> bool:
         return bool(self.bases)
+
+    def join(self, name: str) -> dict[str, str] | None:
+        """In a runner: make its cgroup `name` and move this process into it; returns the folders
+        (for the pool), or None if it could not join. Plain `os` calls on paths made once: this
+        runs in every runner, where each Python object touched costs a page copy."""
+        made: dict[str, str] = {}
+        pid = b"%d" % os.getpid()
+        try:
+            for role, base in self._base_paths.items():
+                path = f"{base}/{name}"
+                os.mkdir(path)
+                made[role] = path
+            for path in made.values():
+                fd = os.open(f"{path}/cgroup.procs", os.O_WRONLY)
+                try:
+                    os.write(fd, pid)
+                finally:
+                    os.close(fd)
+        except OSError:
+            for path in made.values():
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass  # left for `sweep` (it already holds this process)
+            return None
+        return made
 
     def create(self, name: str) -> RunCgroup | None:
         dirs = {}

@@ -148,15 +148,11 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
     if config["pid_namespace"]:
         protections.append("pid-namespace")
-    cg = cgroups.create(config["cgroup_name"]) if cgroups.available else None
-    cgroup_dirs = None
-    if cg is not None:
-        try:
-            cg.add(os.getpid())  # read in our own pid namespace: this process
-            protections += cg.features
-            cgroup_dirs = {k: str(v) for k, v in cg.dirs.items()}
-        except OSError:
-            pass  # a cgroup we may not join: the run goes on without its caps, and says so
+    # Joined in our own pid namespace: the pid written is this process's as seen there. A cgroup
+    # we may not join: the run goes on without its caps, and says so.
+    cgroup_dirs = cgroups.join(config["cgroup_name"]) if cgroups.available else None
+    if cgroup_dirs:
+        protections += cgroups.features
     # The pool writes the caps (it is root, and this process will not be by the time code comes).
     wire.send(sock, {"type": "hello", "cgroup": cgroup_dirs})
     template = config.get("root_template")
