@@ -44,6 +44,7 @@ class LiveBank:
         self._lock = threading.RLock()
         self._checked = 0.0
         self._signature: tuple = ()
+        self._records_signature: tuple | None = None
         self.bank = Bank()
         self.records: list[Record] = []
         self._cache: FileCache = {}
@@ -54,10 +55,13 @@ class LiveBank:
         self._watcher: threading.Thread | None = None
         self.reload()
 
+    def _record_files(self) -> list[Path]:
+        folder = records_dir(self.root)
+        return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
     def _files(self) -> list[Path]:
         files = question_files(self.root) if self.root.exists() else []
-        folder = records_dir(self.root)
-        return files + (sorted(folder.glob("*.json")) if folder.is_dir() else [])
+        return files + self._record_files()
 
     def _current_signature(self) -> tuple:
         return files_signature(self._files())
@@ -87,7 +91,14 @@ class LiveBank:
             for problem in sorted(bank.problems):
                 log.warning("question bank: left out: %s", problem)
             log.info("question bank: %d questions in %d sets", len(bank.questions), len(bank.sets))
-            records = load_records(self.root)
+            # The records change far less often than the questions: read again only when their files
+            # did. Reading them is one long JSON parse holding the GIL, and a new records object
+            # makes every question's proof be worked out again (kept per records object).
+            records_signature = files_signature(self._record_files())
+            if records_signature != self._records_signature:
+                records = load_records(self.root)
+            else:
+                records = self.records
             index_of(bank)  # what pages look up in it, made here rather than by the first request
             for hook in self.prepare:
                 try:
@@ -95,6 +106,7 @@ class LiveBank:
                 except Exception:  # warming a cache must not keep a new bank from being served
                     log.exception("question bank: preparing the new bank failed")
             self.bank, self.records, self._signature = bank, records, signature
+            self._records_signature = records_signature
             self._checked = time.monotonic()
 
     def start(self) -> None:
