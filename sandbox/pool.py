@@ -9,7 +9,6 @@ Runs in: the server (the web server's or the CLI's process); it starts the zygot
 
 from __future__ import annotations
 
-import collections
 import importlib.util
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import Any
 from sandbox import ending, wire
 from sandbox.cgroup import RunCgroup
 from sandbox.collect import RunnerGone, Slot, collect
+from sandbox.fair_gate import FairGate
 from sandbox.isolation import SAFE_ENV
 from sandbox.limits import Limits
 from sandbox.result import RunResult
@@ -45,33 +45,6 @@ log = logging.getLogger("ampquiz.sandbox")
 
 class SandboxError(RuntimeError):
     """The pool itself failed (not the snippet): the zygote died or could not start."""
-
-
-class _FairGate:
-    """At most `n` holders, admitted in arrival order (a Semaphore lets a late caller barge in)."""
-
-    def __init__(self, n: int) -> None:
-        self._n = self._free = n
-        self._cond = threading.Condition()
-        self._queue: collections.deque[object] = collections.deque()
-
-    def __enter__(self) -> None:
-        ticket = object()
-        with self._cond:
-            self._queue.append(ticket)
-            self._cond.wait_for(lambda: self._free > 0 and self._queue[0] is ticket)
-            self._queue.popleft()
-            self._free -= 1
-            self._cond.notify_all()
-
-    def __exit__(self, *exc: object) -> None:
-        with self._cond:
-            self._free += 1
-            self._cond.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self._free == self._n, timeout)
 
 
 def default_hidden_paths() -> list[str]:
@@ -127,10 +100,12 @@ class Sandbox:
         self._ready: queue.Queue[Slot] = queue.Queue()
         self._ready_lock = threading.Lock()
         self._wanted = threading.Semaphore(0)
-        self._busy = _FairGate(workers)
+        self._busy = FairGate(workers)
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         self._graveyard: queue.Queue[Slot | None] = queue.Queue()
+        self._to_prepare: queue.Queue[Slot | None] = queue.Queue()
+        """Runners forked and not yet ready, for the `sandbox-prepare` threads to wait on."""
         self.environment: dict[str, Any] = {}
         self.cgroups = False
         self.huge_page_bytes = 0
@@ -158,6 +133,13 @@ class Sandbox:
         ]
         for thread in self._threads:
             thread.start()
+        # Threads that wait for new runners to be ready, started once: a thread per runner cost
+        # the server a thread's start and stack per run.
+        self._to_prepare = queue.Queue()  # each start's threads have their own
+        for _ in range(self.workers + SPARE_RUNNERS):
+            threading.Thread(
+                target=self._prepare_loop, args=(self._to_prepare,), name="sandbox-prepare", daemon=True
+            ).start()
         # One runner more than workers: while both workers run, the next one is already being
         # prepared, so back-to-back runs wait less (and no core idles while a runner sets up).
         for _ in range(self.workers + SPARE_RUNNERS):
@@ -249,6 +231,8 @@ class Sandbox:
             while not self._ready.empty():
                 self._ready.get_nowait().close()
         self._graveyard.put(None)
+        for _ in range(self.workers + SPARE_RUNNERS):
+            self._to_prepare.put(None)  # not joined: one may still wait on a runner the zygote's stop ends
         for thread in self._threads:
             thread.join(timeout=10)
         try:
@@ -291,7 +275,7 @@ class Sandbox:
         """Keeps `workers` + `SPARE_RUNNERS` runners prepared; the only thread that talks to the zygote.
 
         It only asks for the fork; each new runner prepares itself (namespaces, mounts, warm-up)
-        while the next is forked, and a short-lived thread waits for it to say it is ready.
+        while the next is forked, and a `sandbox-prepare` thread waits for it to say it is ready.
         """
         backoff = 0.5
         while True:
@@ -314,7 +298,11 @@ class Sandbox:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
-            threading.Thread(target=self._await_ready, args=(slot,), daemon=True).start()
+            self._to_prepare.put(slot)
+
+    def _prepare_loop(self, slots: queue.Queue[Slot | None]) -> None:
+        while (slot := slots.get()) is not None:
+            self._await_ready(slot)
 
     def _await_ready(self, slot: Slot) -> None:
         try:
