@@ -143,7 +143,7 @@ def _populate(
     uid: int | None,
     tmp_bytes: int,
 ) -> list[str]:
-    """Fills the new root under `base`. With `uid` None it is a template's (`build_root_template`):
+    """Fills the new root under `base`. With `uid` None it is a template's (`sandbox.root_template`):
     no fresh proc, temp folders or /etc yet, only the folders each run mounts its own on."""
     done = []
     os.makedirs(base + "/proc")

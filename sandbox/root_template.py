@@ -94,6 +94,9 @@ def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) ->
             unshare(CLONE_NEWNS)
             mount(None, "/", None, MS_REC | MS_PRIVATE)
             done = filesystem.build_and_pivot(allowed, hide, uid=None, tmp_bytes=tmp_bytes, cuda=cuda)
+            # Read-only filesystems too, not only read-only mounts: every run's copy shares them.
+            mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | filesystem.MS_NOEXEC)
             # Each run mounts a fresh proc here: a host that refuses that gets no template.
             mount("proc", "/proc", "proc", _PROC_FLAGS)
             filesystem.unmount("/proc")

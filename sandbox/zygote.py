@@ -254,6 +254,14 @@ def main() -> None:
         if not config["cuda"]:
             runner.warm_up_first_ops("cpu")
     seccomp.prepare()  # compiled once; each runner only loads it
+    # Every runner's read-only root, built once (None where the host refuses: each runner then
+    # builds its own), by a helper forked before the heap goes onto huge pages, so that this
+    # process's writes after that fork split none of them. Not on a CUDA host (untested there):
+    # the driver's device nodes can appear after start (/dev/nvidia-uvm, on first use), and a
+    # runner that lists /dev itself still finds them.
+    config["root_template"] = None if config["cuda"] else root_template.build(
+        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=False
+    )
     # Every object so far (torch's ~280k) moves out of the collector's reach. Otherwise the first
     # full collection in a runner writes to each of them, copying the zygote's whole heap page by
     # page: about 170 ms of CPU in that run instead of 0.5 ms.
@@ -261,13 +269,6 @@ def main() -> None:
     huge_page_bytes = _back_heap_with_huge_pages()
     cgroups = CgroupFactory()
     cgroups.sweep()
-    # Every runner's read-only root, built once (None where the host refuses: each runner then
-    # builds its own). Before any runner: the helper that builds it is this process's only child.
-    # Not on a CUDA host (untested there): the driver's device nodes can appear after start
-    # (/dev/nvidia-uvm, on first use), and a runner that lists /dev itself still finds them.
-    config["root_template"] = None if config["cuda"] else root_template.build(
-        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=False
-    )
     try:  # orphans (hosts without pid namespaces) are reparented here and reaped, never zombies
         isolation.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     except OSError:

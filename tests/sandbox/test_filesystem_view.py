@@ -215,6 +215,9 @@ def test_two_runs_at_once_share_no_folder_either_can_write(sb: Sandbox) -> None:
     """)
     looker = textwrap.dedent(f"""
         import os, pwd
+        # What every run shares is read-only as a filesystem, not only as this run's mounts.
+        shared = {{f.split()[4]: f.split(" - ")[1].split()[2] for f in open("/proc/self/mountinfo")}}
+        print(shared["/"].split(",")[0], shared["/dev"].split(",")[0])
         print([p for p in {places!r} if os.path.exists(p)], os.getuid(), pwd.getpwuid(os.getuid()).pw_name)
     """)
     with ThreadPoolExecutor(max_workers=1) as beside:
@@ -225,7 +228,9 @@ def test_two_runs_at_once_share_no_folder_either_can_write(sb: Sandbox) -> None:
     assert wrote.status == "ok" and looked.status == "ok", (wrote, looked)
     writer_uid, writer_name = wrote.stdout.split()
     assert writer_name == "sandbox"
-    seen, looker_uid, looker_name = looked.stdout.rsplit(maxsplit=2)
+    shared, looked_for = looked.stdout.split("\n", 1)
+    assert shared == "ro ro", looked.stdout
+    seen, looker_uid, looker_name = looked_for.rsplit(maxsplit=2)
     assert seen == "[]", looked.stdout
     assert looker_name == "sandbox" and looker_uid != writer_uid, looked.stdout
     assert_still_works(sb)
