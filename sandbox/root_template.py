@@ -1,7 +1,7 @@
 """One allow-listed root for every run, built once: a mount namespace the zygote keeps and each
 runner copies, instead of each runner building the same root again.
 
-Building a run's root (`sandbox.filesystem`) takes about 40 mount calls, a pivot_root and the
+Building a run's root (`sandbox.filesystem`) takes about 30 mount calls, a pivot_root and the
 unmounting of the host's tree: ~3.5 ms of CPU in every runner, the largest part of its set-up once
 torch's warm-up moved to the zygote. All of that root but five folders is the same for every run,
 and read-only. So the zygote has it built once, by a helper process in a mount namespace of its
