@@ -94,7 +94,12 @@ class Worker:
                 await asyncio.sleep(1)
                 continue
             for msg in msgs:
-                await self._handle(msg)
+                try:
+                    await self._handle(msg)
+                except Exception:  # one bad message (a forged header, say) never ends this slot's loop
+                    log.exception("worker %s: a run message could not be handled; dropped", self.id)
+                    with contextlib.suppress(Exception):
+                        await msg.term()
 
     async def _handle(self, msg: Msg) -> None:
         headers = msg.headers or {}
@@ -110,7 +115,10 @@ class Worker:
                 await self._deliver(reply, run_id, encode_result(refused))
             await msg.term()
             return
-        deadline = float(headers.get(layout.DEADLINE_HEADER, "inf"))
+        try:
+            deadline = float(headers.get(layout.DEADLINE_HEADER, "inf"))
+        except ValueError:
+            deadline = 0.0  # not a time: nobody can be said to wait for it
         if time.time() > deadline or not reply:
             log.info("run %s dropped: nobody waits for it any more", request.id)
             await msg.term()

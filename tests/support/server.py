@@ -26,7 +26,7 @@ def free_port() -> int:
 class Server:
     """`ampquiz serve` as a user starts it, configured only through AMPQUIZ_* variables."""
 
-    def __init__(self, workdir: Path, bank: Path = BANK, args: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path, bank: Path = BANK, args: tuple[str, ...] = ("--processes", "1")) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
