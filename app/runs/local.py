@@ -44,12 +44,10 @@ class LocalRuns:
         return bool(getattr(self.pool, "alive", True))
 
     def devices(self) -> list[str]:
-        return ["cpu", "cuda"] if self.environment.get("device_kind") == "cuda" else ["cpu"]
+        return pool_devices(self.environment)
 
     def refusal(self, device: str | None, subject: str) -> RunResult | None:
-        if device == "cuda" and "cuda" not in self.devices():
-            return RunResult.needs_cuda(self.environment, subject)  # at once: no worker needed
-        return None
+        return pool_refusal(self.environment, device, subject)
 
     async def run(
         self, code: str, limits: Limits, *, explain: bool = False, device: str | None = None
@@ -65,6 +63,18 @@ class LocalRuns:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._owned:
             await asyncio.to_thread(self.pool.close)
+
+
+def pool_devices(environment: dict[str, Any]) -> list[str]:
+    """What one pool can run on: a CUDA host runs CPU code too."""
+    return ["cpu", "cuda"] if environment.get("device_kind") == "cuda" else ["cpu"]
+
+
+def pool_refusal(environment: dict[str, Any], device: str | None, subject: str) -> RunResult | None:
+    """CUDA asked of a pool on a CPU host: `unavailable`, at once (no worker needed)."""
+    if device == "cuda" and "cuda" not in pool_devices(environment):
+        return RunResult.needs_cuda(environment, subject)
+    return None
 
 
 def local_worker_status(pool: Sandbox, where: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.runs.local import local_worker_status
+from app.runs.local import local_worker_status, pool_devices, pool_refusal
 from app.runs.messages import BadMessage, RunRequest, encode_result, result_from_claim
 from sandbox import Limits, RunResult, Sandbox
 
@@ -178,12 +178,10 @@ class PoolHostRuns:
         return os.path.exists(self.path)
 
     def devices(self) -> list[str]:
-        return ["cpu", "cuda"] if self.environment.get("device_kind") == "cuda" else ["cpu"]
+        return pool_devices(self.environment)
 
     def refusal(self, device: str | None, subject: str) -> RunResult | None:
-        if device == "cuda" and "cuda" not in self.devices():
-            return RunResult.needs_cuda(self.environment, subject)
-        return None
+        return pool_refusal(self.environment, device, subject)
 
     async def run(
         self, code: str, limits: Limits, *, explain: bool = False, device: str | None = None
