@@ -12,10 +12,13 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 ENV_PREFIX = "AMPQUIZ_"
 SECRET_FILE = "secret_key"
+MIN_WORKERS_KEY_CHARS = 32
+"""As long as `secrets.token_urlsafe(32)` makes (43 characters): a short key could be guessed
+offline from one captured message."""
 
 
 class SettingsError(ValueError):
@@ -70,6 +73,14 @@ class Settings(BaseModel):
         "fed through NATS JetStream; the server then starts no sandbox and may run as several "
         "processes. (`unix://PATH` is what `serve --processes` uses between its own processes.)",
     )
+    workers_key: str = Field(
+        "",
+        validate_default=True,
+        description="Secret shared by the web and every `ampquiz worker` when "
+        "`AMPQUIZ_WORKERS_URL` is `nats://…`: it signs run requests, results and worker "
+        f"announcements, so nobody else who can publish on the NATS server can forge them. At "
+        f"least {MIN_WORKERS_KEY_CHARS} characters, the same everywhere; required in that mode.",
+    )
     host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
 
@@ -80,6 +91,19 @@ class Settings(BaseModel):
         if url and not url.startswith(("nats://", "tls://", "unix://")):
             raise ValueError("must be empty (a local sandbox pool), nats://HOST:PORT or tls://HOST:PORT")
         return url
+
+    @field_validator("workers_key")
+    @classmethod
+    def _key_for_remote_workers(cls, key: str, info: ValidationInfo) -> str:
+        remote = str(info.data.get("workers_url", "")).startswith(("nats://", "tls://"))
+        if remote and len(key) < MIN_WORKERS_KEY_CHARS:
+            raise ValueError(
+                f"{'is shorter than' if key else 'must be set, to at least'} {MIN_WORKERS_KEY_CHARS} characters: with "
+                "AMPQUIZ_WORKERS_URL=nats://… the web and every worker sign their messages with this "
+                "shared secret (set the same one on each; make one with "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
+        return key
 
     @classmethod
     def env_name(cls, field: str) -> str:

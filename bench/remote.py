@@ -26,7 +26,7 @@ from app.runs.remote import RemoteRuns
 from app.settings import Settings
 from bench._stats import line, p50, percentile
 from sandbox import Limits, Sandbox
-from tests.support.workers import WorkerProcess, reset_stream
+from tests.support.workers import WORKERS_KEY, WorkerProcess, reset_stream
 
 TRIVIAL = "print(1)"
 LIMITS = Limits(wall_s=10, cpu_s=10)
@@ -77,7 +77,7 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ampquiz-bench-remote-"))
     workers = [WorkerProcess(work, slots=2, name="1")]
     local = LocalRuns(Sandbox(workers=2).start(), owned=True)
-    web = await RemoteRuns.connect(url, Settings(workers_url=url), discover_s=0.3)
+    web = await RemoteRuns.connect(url, Settings(workers_url=url, workers_key=WORKERS_KEY), discover_s=0.3)
     try:
         await wait_for(web, 1)
         await one_at_a_time(local, 10)  # warm both paths

@@ -36,7 +36,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     pool = Sandbox(workers=settings.sandbox_workers, allow_cuda=not args.cpu)
     with pool:
-        worker = Worker(pool, settings.workers_url, queue_limit=settings.run_queue + 64)
+        worker = Worker(pool, settings.workers_url, settings.workers_key, queue_limit=settings.run_queue + 64)
 
         async def main() -> None:
             loop = asyncio.get_running_loop()

@@ -11,18 +11,20 @@ import time
 from typing import Any
 
 
-async def ask(url: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
+async def ask(url: str, key: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
+    """The workers that answer within `wait_s`, believed only when signed with the workers' key."""
     from app.runs import jetstream as layout
+    from app.runs.signing import Signer, read_announcement
 
+    signer = Signer(key)
     nc = await layout.connect(url, "ampquiz-workers", reconnect=False)
     answers: dict[str, dict[str, Any]] = {}
 
     async def took(msg: Any) -> None:
-        try:
-            data = json.loads(msg.data)
-        except ValueError:  # the server's "no responders" notice: nobody answered
+        if not msg.data:  # the server's "no responders" notice: nobody answered
             return
-        if isinstance(data, dict) and isinstance(data.get("id"), str) and not data.get("leaving"):
+        data = read_announcement(signer, msg.data, msg.headers)
+        if data is not None and not data.get("leaving"):
             answers[data["id"]] = data
 
     inbox = nc.new_inbox()
@@ -41,8 +43,8 @@ def _cmd_workers(args: argparse.Namespace) -> int:
         return 2
     url = settings.workers_url
     try:
-        workers = asyncio.run(ask(url))
-    except Exception as exc:  # unreachable, refused
+        workers = asyncio.run(ask(url, settings.workers_key))
+    except Exception as exc:  # noqa: BLE001 - unreachable, refused: said in one line
         print(f"ampquiz workers: cannot reach {url}: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -45,7 +45,7 @@ def remote_pools(url: str, settings: Settings | None = None) -> Iterator[list[De
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="remote-runs", daemon=True)
     thread.start()
-    settings = settings or Settings(workers_url=url)
+    settings = settings or Settings.from_env(workers_url=url)  # the workers' key, with the rest
     runs = asyncio.run_coroutine_threadsafe(RemoteRuns.connect(url, settings, discover_s=1.0), loop).result()
     try:
         yield [DevicePool(runs, device, loop) for device in runs.devices()]

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import nats
@@ -37,11 +38,16 @@ log = logging.getLogger("ampquiz.runs")
 STREAM = "AMPQUIZ_RUNS"
 RUN_SUBJECT = "ampquiz.runs.{device}"
 RESULTS_SUBJECT = "ampquiz.results.{web}"
+RESULTS_SUBJECT_FORM = re.compile(r"ampquiz\.results\.[0-9a-f]{12}")
+"""The only subjects a worker ever replies on: a web process's results subject, as
+`RemoteRuns` names it (`web` is 12 hex digits)."""
 STATUS_SUBJECT = "ampquiz.workers.status"
 PING_SUBJECT = "ampquiz.workers.ping"
 MAX_DELIVERIES_ADVISORY = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM}.*"
 
 REPLY_HEADER = "Ampquiz-Reply"
+RUN_HEADER = "Ampquiz-Run"
+"""On a result: the run it answers."""
 DEADLINE_HEADER = "Ampquiz-Deadline"
 """Epoch seconds after which nobody waits for the run: a worker drops it instead of running it."""
 
@@ -53,6 +59,10 @@ LEASE_EVERY_S = 1.0
 LEASE_MARGIN_S = 5.0
 ANNOUNCE_S = 1.0
 OFFLINE_AFTER_S = 3.5
+ANNOUNCEMENT_FRESH_S = 30.0
+"""An announcement sent longer ago than this (by the sender's clock) is not believed: a replayed
+one cannot keep a dead worker online. The hosts' clocks must agree within it (the runs'
+deadlines assume that too)."""
 NO_WORKER_GRACE_S = 15.0
 """How long a run waits with no worker of its kind online before it is reported lost: long
 enough for a worker to restart (import torch, prepare its pool)."""

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nats
@@ -24,6 +25,7 @@ from nats.aio.msg import Msg
 from app.runs import RunsFull
 from app.runs import jetstream as layout
 from app.runs.messages import BadMessage, RunRequest, result_from_claim
+from app.runs.signing import SIGNATURE_HEADER, Signer, read_announcement
 from sandbox import Environment, Limits, RunResult, SandboxError
 
 if TYPE_CHECKING:
@@ -38,27 +40,43 @@ NO_WORKER_LEFT = ("The run was lost: no {kind} worker is online any more to fini
                   "stopped). Run it again when one is.")  # fmt: skip
 
 
+@dataclass
+class Waiting:
+    """A run this process published and waits for."""
+
+    result: asyncio.Future[RunResult]
+    device: str
+    deadline: float
+    """Monotonic time past which nobody waits for it any more."""
+    nobody_since: float | None = None
+    """Since when no worker of its device kind has been online."""
+
+
 class RemoteRuns:
     def __init__(self, nc: Any, settings: Settings) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.settings = settings
+        self.signer = Signer(settings.workers_key)
         self.web_id = uuid.uuid4().hex[:12]
+        self.results_subject = layout.RESULTS_SUBJECT.format(web=self.web_id)
         self.workers = settings.sandbox_workers
         self._announced: dict[str, dict[str, Any]] = {}
-        self._waiting: dict[str, asyncio.Future[RunResult]] = {}
+        self._waiting: dict[str, Waiting] = {}
         self._by_sequence: dict[int, str] = {}
         self._last_env: dict[str, Any] = {}
         self.lost = 0
+        self._watchdog: asyncio.Future[None] | None = None
 
     @classmethod
     async def connect(cls, url: str, settings: Settings, *, discover_s: float = 1.5) -> RemoteRuns:
         nc = await layout.connect(url, "ampquiz-web")
         runs = cls(nc, settings)
         await layout.ensure_layout(runs.js, settings.run_queue + 64)
-        await nc.subscribe(layout.RESULTS_SUBJECT.format(web=runs.web_id), cb=runs._on_result)
+        await nc.subscribe(runs.results_subject, cb=runs._on_result)
         await nc.subscribe(layout.STATUS_SUBJECT, cb=runs._on_status)
         await nc.subscribe(layout.MAX_DELIVERIES_ADVISORY, cb=runs._on_gave_up)
+        runs._watchdog = asyncio.ensure_future(runs._watch())
         await runs.discover(discover_s)
         online = runs.online()
         runs.workers = max(settings.sandbox_workers, sum(int(w.get("slots") or 0) for w in online))
@@ -76,12 +94,12 @@ class RemoteRuns:
         await sub.unsubscribe()
 
     async def _on_status(self, msg: Msg) -> None:
-        try:
-            status = json.loads(msg.data)
-            if not isinstance(status, dict) or not isinstance(status.get("id"), str):
-                return
-        except ValueError:
+        status = read_announcement(self.signer, msg.data, msg.headers)
+        if status is None:
             return
+        known = self._announced.get(status["id"])
+        if known is not None and known["sent"] >= status["sent"]:
+            return  # not newer than what this worker last said: a replay, or late
         status["_seen"] = time.monotonic()
         self._announced[status["id"]] = status
 
@@ -132,17 +150,19 @@ class RemoteRuns:
         # Each delivery may take the run's wall limit plus the lease margin, and a dead worker's
         # run waits ACK_WAIT_S before its second delivery; past all that nobody waits for it.
         patience = layout.MAX_DELIVERIES * (limits.wall_s + layout.LEASE_MARGIN_S + layout.ACK_WAIT_S) + 30
-        waiting: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        waiting = Waiting(asyncio.get_running_loop().create_future(), routed, time.monotonic() + patience)
         self._waiting[run_id] = waiting
+        subject, body = layout.RUN_SUBJECT.format(device=routed), RunRequest(run_id, code, limits, explain, device).encode()
+        deadline_said = f"{time.time() + patience:.3f}"
         headers = {
-            layout.REPLY_HEADER: layout.RESULTS_SUBJECT.format(web=self.web_id),
-            layout.DEADLINE_HEADER: f"{time.time() + patience:.3f}",
+            layout.REPLY_HEADER: self.results_subject,
+            layout.DEADLINE_HEADER: deadline_said,
             "Nats-Msg-Id": run_id,
+            SIGNATURE_HEADER: self.signer.sign("run", subject, run_id, self.results_subject, deadline_said, body=body),
         }
         try:
             try:
-                ack = await self.js.publish(layout.RUN_SUBJECT.format(device=routed),
-                                            RunRequest(run_id, code, limits, explain, device).encode(), headers=headers)  # fmt: skip
+                ack = await self.js.publish(subject, body, headers=headers)
             except nats.js.errors.APIError as exc:
                 if layout.is_queue_full(exc):
                     raise RunsFull() from None
@@ -151,34 +171,42 @@ class RemoteRuns:
                 raise SandboxError(f"the workers' queue cannot be reached: {exc!r}") from None
             self._by_sequence[ack.seq] = run_id
             try:
-                return await self._await_result(waiting, routed, time.monotonic() + patience)
+                # Awaited directly: the result's callback wakes this task, with no timer in between;
+                # `_watch` is what ends a run nothing will ever answer.
+                return await waiting.result
             finally:
                 self._by_sequence.pop(ack.seq, None)
         finally:
             self._waiting.pop(run_id, None)
 
-    async def _await_result(self, waiting: asyncio.Future[RunResult], device: str, deadline: float) -> RunResult:
-        """The result, or "lost" when nothing will ever send one: JetStream gave up on the run
-        (`_on_gave_up`), no worker of its kind has been online for a while (JetStream only gives
-        up while some worker is asking for runs), or the run's whole patience ran out."""
-        nobody_since: float | None = None
+    async def _watch(self) -> None:
+        """Every half second: a run is reported lost when no worker of its kind has been online
+        for a while (JetStream only gives up on a run while some worker is asking for runs), or
+        when its whole patience ran out. JetStream's own give-up is `_on_gave_up`."""
         while True:
-            try:
-                return await asyncio.wait_for(asyncio.shield(waiting), 0.5)
-            except TimeoutError:
-                pass
+            await asyncio.sleep(0.5)
             now = time.monotonic()
-            nobody_since = None if self.online(device) else (nobody_since or now)
-            if now > deadline or (nobody_since is not None and now - nobody_since > layout.NO_WORKER_GRACE_S):
-                self.lost += 1
-                return self._lost(NO_WORKER_LEFT.format(kind=device.upper()) if nobody_since else LOST)
+            for waiting in list(self._waiting.values()):
+                if waiting.result.done():
+                    continue
+                if self.online(waiting.device):
+                    waiting.nobody_since = None
+                elif waiting.nobody_since is None:
+                    waiting.nobody_since = now
+                nobody = waiting.nobody_since is not None and now - waiting.nobody_since > layout.NO_WORKER_GRACE_S
+                if now > waiting.deadline or nobody:
+                    self.lost += 1
+                    waiting.result.set_result(self._lost(NO_WORKER_LEFT.format(kind=waiting.device.upper()) if nobody else LOST))
 
     def _lost(self, message: str = LOST) -> RunResult:
         return RunResult(status="killed", message=message, environment=Environment.from_dict(self.environment))
 
     async def _on_result(self, msg: Msg) -> None:
-        run_id = (msg.headers or {}).get("Ampquiz-Run", "")
-        waiting = self._waiting.get(run_id)
+        run_id = (msg.headers or {}).get(layout.RUN_HEADER, "")
+        entry = self._waiting.get(run_id)
+        if not self.signer.verify(msg.headers, "result", run_id, self.results_subject, body=msg.data):
+            return  # not from a worker holding the key: the run keeps waiting for the genuine one
+        waiting = entry.result if entry is not None else None
         taken = waiting is not None and not waiting.done()
         if taken:  # first the learner's result, then the worker's receipt: it is off their clock
             try:
@@ -197,11 +225,11 @@ class RemoteRuns:
         except (ValueError, TypeError, AttributeError):
             return
         run_id = self._by_sequence.get(sequence)
-        waiting = self._waiting.get(run_id or "")
-        if waiting is not None and not waiting.done():
+        entry = self._waiting.get(run_id or "")
+        if entry is not None and not entry.result.done():
             self.lost += 1
             log.warning("run %s lost: its worker died on every delivery", run_id)
-            waiting.set_result(self._lost())
+            entry.result.set_result(self._lost())
 
     def status(self) -> dict[str, Any]:
         workers = [{k: v for k, v in w.items() if not k.startswith("_")} for w in self.online()]
@@ -210,7 +238,9 @@ class RemoteRuns:
                 "workers": workers, "lost": self.lost}  # fmt: skip
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for waiting in self._waiting.values():
-            if not waiting.done():
-                waiting.cancel()
+            if not waiting.result.done():
+                waiting.result.cancel()
         await self.nc.drain()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -26,15 +25,17 @@ from nats.aio.msg import Msg
 from app.runs import jetstream as layout
 from app.runs.local import local_worker_status
 from app.runs.messages import BadMessage, RunRequest, encode_result
+from app.runs.signing import SIGNATURE_HEADER, Signer, announcement
 from sandbox import Environment, RunResult, Sandbox
 
 log = logging.getLogger("ampquiz.worker")
 
 
 class Worker:
-    def __init__(self, pool: Sandbox, url: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
+    def __init__(self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
         self.pool = pool
         self.url = url
+        self.signer = Signer(key)
         self.slots = slots or pool.workers
         self.queue_limit = queue_limit
         self.device = "cuda" if pool.environment.get("device_kind") == "cuda" else "cpu"
@@ -67,7 +68,8 @@ class Worker:
             loop.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
         with contextlib.suppress(Exception):  # say goodbye, so the web stops routing here at once
-            await self.nc.publish(layout.STATUS_SUBJECT, json.dumps(self.status()).encode())
+            body, headers = announcement(self.signer, self.status())
+            await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
             await self.nc.drain()
         log.info("worker %s stopped after %d runs (%d failed)", self.id, self.done, self.failed)
 
@@ -75,11 +77,15 @@ class Worker:
         self._stop.set()
 
     async def _pong(self, msg: Msg) -> None:
-        await msg.respond(json.dumps(self.status()).encode())
+        # Anyone may ask (what it says is signed); the answer goes to the asker's inbox only.
+        if msg.reply.startswith("_INBOX."):
+            body, headers = announcement(self.signer, self.status())
+            await self.nc.publish(msg.reply, body, headers=headers)
 
     async def _announce(self) -> None:
         while True:
-            await self.nc.publish(layout.STATUS_SUBJECT, json.dumps(self.status()).encode())
+            body, headers = announcement(self.signer, self.status())
+            await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
             await asyncio.sleep(layout.ANNOUNCE_S)
 
     async def _slot(self, js: Any, n: int) -> None:
@@ -89,7 +95,7 @@ class Worker:
                 msgs = await psub.fetch(1, timeout=5)
             except nats.errors.TimeoutError:
                 continue
-            except Exception as exc:  # a reconnect in progress: try again shortly
+            except Exception as exc:  # noqa: BLE001 - a reconnect in progress: try again shortly
                 log.warning("worker %s slot %d: fetch failed: %s", self.id, n, exc)
                 await asyncio.sleep(1)
                 continue
@@ -103,23 +109,35 @@ class Worker:
 
     async def _handle(self, msg: Msg) -> None:
         headers = msg.headers or {}
-        reply = headers.get(layout.REPLY_HEADER)
-        try:
-            request = RunRequest.decode(msg.data)
-        except BadMessage as exc:
-            log.error("worker %s: refused a malformed run: %s", self.id, exc)
-            if reply:  # whoever waits hears why at once, rather than a lost run much later
-                refused = RunResult(status="unavailable", message=f"The worker refused this run: {exc}",
-                                    environment=Environment.from_dict(self.pool.environment))  # fmt: skip
-                run_id = str((msg.headers or {}).get("Nats-Msg-Id", ""))
-                await self._deliver(reply, run_id, encode_result(refused))
+        reply = headers.get(layout.REPLY_HEADER, "")
+        run_id = headers.get("Nats-Msg-Id", "")
+        deadline_said = headers.get(layout.DEADLINE_HEADER, "")
+        # Only a web process holding the key may make this worker run code, and reply only where
+        # a web process listens: anything else is dropped for good, never run, never answered.
+        signed = self.signer.verify(headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data)
+        if not signed or not layout.RESULTS_SUBJECT_FORM.fullmatch(reply):
+            if signed:
+                log.error("worker %s: refused run %s: it asks for its result on %r", self.id, run_id, reply)
             await msg.term()
             return
         try:
-            deadline = float(headers.get(layout.DEADLINE_HEADER, "inf"))
+            request = RunRequest.decode(msg.data)
+            if request.id != run_id:
+                raise BadMessage("the run's id differs from its message id")
+        except BadMessage as exc:
+            log.error("worker %s: refused a malformed run: %s", self.id, exc)
+            # Whoever waits hears why at once, rather than a lost run much later.
+            refused = RunResult(status="unavailable", message=f"The worker refused this run: {exc}",
+                                environment=Environment.from_dict(self.pool.environment))  # fmt: skip
+            payload = encode_result(refused)
+            await self._deliver(reply, run_id, payload, self._signature(run_id, reply, payload))
+            await msg.term()
+            return
+        try:
+            deadline = float(deadline_said or "inf")
         except ValueError:
             deadline = 0.0  # not a time: nobody can be said to wait for it
-        if time.time() > deadline or not reply:
+        if time.time() > deadline:
             log.info("run %s dropped: nobody waits for it any more", request.id)
             await msg.term()
             return
@@ -127,26 +145,31 @@ class Worker:
         started = time.perf_counter()
         lease = asyncio.ensure_future(self._keep_lease(msg, request.limits.wall_s + layout.LEASE_MARGIN_S))
         try:
-            result, payload = await asyncio.to_thread(self._run, request)
+            result, payload, signature = await asyncio.to_thread(self._run, request, reply)
         finally:
             lease.cancel()
             self.busy -= 1
         self.done += 1
         self.failed += result.status not in ("ok", "error")
-        delivered = await self._deliver(reply, request.id, payload)
+        delivered = await self._deliver(reply, request.id, payload, signature)
         await msg.ack()
         log.info("run %s: %s in %.1f ms (delivery %d)%s", request.id, result.status,
                  (time.perf_counter() - started) * 1000, msg.metadata.num_delivered,
                  "" if delivered else "; nobody was waiting for the result")  # fmt: skip
 
-    def _run(self, request: RunRequest) -> tuple[RunResult, bytes]:
-        """In a thread: the run, and its result already encoded (off the event loop too)."""
+    def _run(self, request: RunRequest, reply: str) -> tuple[RunResult, bytes, str]:
+        """In a thread: the run, and its result already encoded and signed (off the event loop too)."""
         try:
             result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
-        except Exception as exc:  # the pool itself failed: the web hears it, the run is not retried
+        except Exception as exc:  # noqa: BLE001 - the pool itself failed: the web hears it, the run is not retried
             env = Environment.from_dict(self.pool.environment)
             result = RunResult(status="killed", message=f"The sandbox on worker {self.id} failed: {exc}", environment=env)
-        return result, encode_result(result)
+        payload = encode_result(result)
+        return result, payload, self._signature(request.id, reply, payload)
+
+    def _signature(self, run_id: str, reply: str, payload: bytes) -> str:
+        """What tells the web this result comes from a worker, for this run, sent to it."""
+        return self.signer.sign("result", run_id, reply, body=payload)
 
     async def _keep_lease(self, msg: Msg, for_s: float) -> None:
         """Tells the server the run is still being worked on, but no longer than its wall limit
@@ -157,9 +180,10 @@ class Worker:
             with contextlib.suppress(Exception):
                 await msg.in_progress()
 
-    async def _deliver(self, reply: str, run_id: str, payload: bytes) -> bool:
+    async def _deliver(self, reply: str, run_id: str, payload: bytes, signature: str) -> bool:
         try:
-            await self.nc.request(reply, payload, timeout=5, headers={"Ampquiz-Run": run_id})
+            headers = {layout.RUN_HEADER: run_id, SIGNATURE_HEADER: signature}
+            await self.nc.request(reply, payload, timeout=5, headers=headers)
             return True
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
             return False  # the web process is gone: nobody to tell

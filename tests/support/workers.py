@@ -9,18 +9,35 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import nats
 import nats.js.errors
 
+from sandbox import Limits
 from tests.support.cli import REPO
 
 if TYPE_CHECKING:
     from app.runs.remote import RemoteRuns
+    from app.settings import Settings
+
+QUICK = Limits(wall_s=10, cpu_s=10)
+Start = Callable[..., Awaitable[list["WorkerProcess"]]]
+"""The `start` fixture: starts n workers (of `slots` each) and waits until the web hears them."""
 
 NATS_URL = os.environ.get("AMPQUIZ_TEST_NATS_URL", "nats://127.0.0.1:4222")
+WORKERS_KEY = "test-workers-key-" + "k" * 32
+"""The secret the tests' web side and workers share (AMPQUIZ_WORKERS_KEY)."""
+WORKERS_ENV = {"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": WORKERS_KEY}
+
+
+def remote_settings() -> Settings:
+    """The settings a web process in remote mode has: the NATS server and the workers' key."""
+    from app.settings import Settings
+
+    return Settings(workers_url=NATS_URL, workers_key=WORKERS_KEY)
 
 
 class WorkerProcess:
@@ -29,8 +46,7 @@ class WorkerProcess:
     def __init__(self, workdir: Path, slots: int = 1, name: str = "w") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / f"worker-{name}.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL,
-               "AMPQUIZ_SANDBOX_WORKERS": str(slots)}  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV, "AMPQUIZ_SANDBOX_WORKERS": str(slots)}
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], cwd=workdir, env=env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -79,3 +95,10 @@ def status_of(web: RemoteRuns, worker_id: str) -> dict:
         if w["id"] == worker_id:
             return w
     return {"busy": 0, "done": 0}
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)

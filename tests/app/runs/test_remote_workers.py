@@ -6,12 +6,11 @@ them as the web does, through `RemoteRuns`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 
 import nats
 import pytest
@@ -19,47 +18,19 @@ import pytest
 from app.runs import RunsFull
 from app.runs import jetstream as layout
 from app.runs.remote import LOST, RemoteRuns
-from app.settings import Settings
 from sandbox import Limits
 from tests.support.cli import REPO
-from tests.support.workers import NATS_URL, WorkerProcess, reset_stream, status_of
+from tests.support.workers import (
+    NATS_URL,
+    QUICK,
+    WORKERS_ENV,
+    Start,
+    remote_settings,
+    status_of,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
-QUICK = Limits(wall_s=10, cpu_s=10)
-Start = Callable[..., Awaitable[list[WorkerProcess]]]
-
-
-@pytest.fixture
-async def web() -> AsyncIterator[RemoteRuns]:
-    """The web's side of remote runs, as `AMPQUIZ_WORKERS_URL=nats://…` makes it."""
-    await reset_stream()  # no runs left over from an earlier test
-    runs = await RemoteRuns.connect(NATS_URL, Settings(workers_url=NATS_URL), discover_s=0.3)
-    yield runs
-    await runs.close()
-
-
-@pytest.fixture
-def start(tmp_path: Path, web: RemoteRuns) -> Iterator[Start]:
-    """Starts `n` workers and waits until the web hears them; every one is stopped afterwards."""
-    started: list[WorkerProcess] = []
-
-    async def start_workers(n: int = 1, slots: int = 1) -> list[WorkerProcess]:
-        new = [WorkerProcess(tmp_path, slots=slots, name=str(len(started) + i)) for i in range(n)]
-        started.extend(new)
-        for w in new:
-            await w.wait_online(web)
-        return new
-
-    yield start_workers
-    for w in started:
-        w.stop()
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.05)
 
 
 async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> None:
@@ -70,8 +41,8 @@ async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> No
     await until(lambda: sum(status_of(web, w.id)["done"] for w in workers) == 6)  # announced each second
     done = {w.id: status_of(web, w.id)["done"] for w in workers}
     assert all(n >= 1 for n in done.values()), f"one worker did everything: {done}"
-    listed = subprocess.run([sys.executable, "-m", "app.cli", "workers", "--url", NATS_URL],
-                            capture_output=True, text=True, timeout=30, cwd=REPO)  # fmt: skip
+    listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "app.cli", "workers"], check=False,
+                                     env={**os.environ, **WORKERS_ENV}, capture_output=True, text=True, timeout=30, cwd=REPO)  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     for w in workers:  # what an operator reads: who, on what, how busy, how many runs
         assert re.search(rf"{w.id}: cpu \(.+\), torch 2\.13\.0 · 0/1 slots busy · {done[w.id]} runs, 0 failed", listed.stdout)
@@ -81,7 +52,7 @@ async def test_a_full_queue_refuses_new_runs_for_every_web_process(web: RemoteRu
     (worker,) = await start(1, slots=1)
     blocker = asyncio.ensure_future(web.run("import time\ntime.sleep(3)", QUICK))
     await until(lambda: status_of(web, worker.id)["busy"] == 1)
-    other_process = await RemoteRuns.connect(NATS_URL, Settings(workers_url=NATS_URL), discover_s=0.3)
+    other_process = await RemoteRuns.connect(NATS_URL, remote_settings(), discover_s=0.3)
     try:
         limit = web.settings.run_queue + 64  # the stream's bound (every web process's together)
         waiting = [asyncio.ensure_future((web if i % 2 else other_process).run("print(1)", QUICK)) for i in range(limit - 1)]

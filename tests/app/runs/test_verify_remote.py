@@ -13,13 +13,13 @@ from pathlib import Path
 
 from tests.support.cli import REPO
 from tests.support.server import BANK
-from tests.support.workers import NATS_URL, WorkerProcess, reset_stream
+from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
 def verify_remote(bank: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV}
     return subprocess.run([sys.executable, "-m", "app.cli", "verify", str(bank), "--remote", "--record"],
-                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+                          check=False, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def test_verify_remote_writes_the_record_of_the_workers_environment(tmp_path: Path) -> None:

@@ -14,15 +14,14 @@ import pytest
 
 from tests.app.web.test_postgres import postgres_url  # noqa: F401 - the fixture: a fresh database
 from tests.support.server import Server
-from tests.support.workers import NATS_URL, WorkerProcess, reset_stream
+from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
 @pytest.fixture
 def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:  # noqa: F811
     asyncio.run(reset_stream())
     web = Server(tmp_path, args=("--processes", "2"))
-    web.env.update({"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_DATABASE_URL": postgres_url,
-                    "AMPQUIZ_SECRET_KEY": "s" * 40})  # fmt: skip
+    web.env.update({**WORKERS_ENV, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "s" * 40})
     worker = None
     try:
         web.start(healthy=False)  # no worker online yet: up, but it cannot run code
@@ -37,7 +36,7 @@ def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, Work
 
 
 def web_processes(server: Server) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True)
+    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], check=False, capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]
 
 

@@ -1,0 +1,82 @@
+"""Who may speak on the workers' NATS subjects: an HMAC with a key the web and the workers share.
+
+Anyone who can publish on the NATS server could otherwise forge a result for someone else's run,
+push a run that makes a worker reply to any subject, or announce a worker that does not exist.
+So every run request, result and announcement carries an `Ampquiz-Signature` header: HMAC-SHA256
+with `AMPQUIZ_WORKERS_KEY` over the message's kind, the facts it is about (run id, reply subject,
+deadline) and its body. A message whose signature is missing or wrong is dropped, deny by
+default; the key never crosses the wire. Restricting who may publish where on the NATS server
+(README, "Scaling out") is defence in depth on top of this, not instead of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from typing import Any
+
+from app.runs.jetstream import ANNOUNCEMENT_FRESH_S
+from app.settings import MIN_WORKERS_KEY_CHARS
+
+SIGNATURE_HEADER = "Ampquiz-Signature"
+
+log = logging.getLogger("ampquiz.runs")
+
+
+class Signer:
+    """Signs and checks the messages between the web and the workers with the shared key."""
+
+    def __init__(self, key: str) -> None:
+        if len(key) < MIN_WORKERS_KEY_CHARS:  # Settings says so at start-up; this is for code that skips it
+            raise ValueError(f"AMPQUIZ_WORKERS_KEY must have at least {MIN_WORKERS_KEY_CHARS} characters")
+        self._key = key.encode()
+        self.forgeries = 0
+        """Messages dropped for a missing or wrong signature, since this process started."""
+
+    def sign(self, kind: str, *facts: str, body: bytes) -> str:
+        # Each fact is length-prefixed, so no two different lists of facts sign the same bytes.
+        mac = hmac.new(self._key, kind.encode(), hashlib.sha256)
+        for fact in facts:
+            raw = fact.encode()
+            mac.update(len(raw).to_bytes(4, "big") + raw)
+        mac.update(body)
+        return mac.hexdigest()
+
+    def verify(self, headers: dict[str, str] | None, kind: str, *facts: str, body: bytes) -> bool:
+        """Whether the message carries the right signature; a forgery is counted and logged (the
+        first, then the tenth, hundredth...: a flood of forgeries does not flood the log)."""
+        claimed = (headers or {}).get(SIGNATURE_HEADER, "")
+        if hmac.compare_digest(claimed.encode(), self.sign(kind, *facts, body=body).encode()):
+            return True
+        self.forgeries += 1
+        if self.forgeries in (1, 10, 100, 1000) or self.forgeries % 10_000 == 0:
+            log.warning("dropped a %s whose signature is %s (%d forged or mis-keyed messages so far): "
+                        "is AMPQUIZ_WORKERS_KEY the same on the web and every worker?",
+                        kind, "wrong" if claimed else "missing", self.forgeries)  # fmt: skip
+        return False
+
+
+def announcement(signer: Signer, status: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """A worker's status as it goes on the wire: stamped with when it was sent, and signed."""
+    body = json.dumps({**status, "sent": time.time()}).encode()
+    return body, {SIGNATURE_HEADER: signer.sign("status", body=body)}
+
+
+def read_announcement(signer: Signer, body: bytes, headers: dict[str, str] | None) -> dict[str, Any] | None:
+    """A worker's status, or None when it is not signed with the key, not a worker's status, or
+    too old to believe (a replay)."""
+    if not signer.verify(headers, "status", body=body):
+        return None
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(status, dict) or not isinstance(status.get("id"), str):
+        return None
+    sent = status.get("sent")
+    if not isinstance(sent, int | float) or abs(time.time() - sent) > ANNOUNCEMENT_FRESH_S:
+        return None
+    return status

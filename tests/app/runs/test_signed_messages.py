@@ -1,0 +1,139 @@
+"""Only the web and the workers, which share AMPQUIZ_WORKERS_KEY, are believed on the workers'
+NATS subjects: whoever else can publish there is an outsider forging messages, here a raw
+nats-py client against real workers and a real web side (`RemoteRuns`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import nats
+import pytest
+
+from app.runs import jetstream as layout
+from app.runs.messages import RunRequest, encode_result
+from app.runs.remote import RemoteRuns
+from app.runs.signing import SIGNATURE_HEADER, Signer
+from sandbox import RunResult
+from tests.support.cli import REPO
+from tests.support.workers import NATS_URL, QUICK, WORKERS_KEY, Start, status_of, until
+
+pytestmark = pytest.mark.anyio
+OUTSIDERS_KEY = "an-outsider-guessing-the-key-" + "x" * 20
+
+
+async def outsider() -> Any:
+    return await nats.connect(NATS_URL, name="outsider")
+
+
+async def overhear(nc: Any, subject: str) -> list[Any]:
+    """Every message on `subject` from now on, as the outsider sees it."""
+    heard: list[Any] = []
+
+    async def took(msg: Any) -> None:
+        heard.append(msg)
+
+    await nc.subscribe(subject, cb=took)
+    await nc.flush()
+    return heard
+
+
+async def test_a_forged_result_is_ignored_and_the_genuine_one_returned(web: RemoteRuns, start: Start) -> None:
+    await start(1)
+    nc = await outsider()
+    seen = await overhear(nc, layout.RUN_SUBJECT.format(device="*"))
+    try:
+        running = asyncio.ensure_future(web.run("import time\ntime.sleep(1.5)\nprint('genuine')", QUICK))
+        await until(lambda: bool(seen))  # what travels in clear: the run's id and where its result goes
+        request = seen[0]
+        run_id, reply = request.headers["Nats-Msg-Id"], request.headers[layout.REPLY_HEADER]
+        forged = encode_result(RunResult(status="ok", stdout="forged\n"))
+        for signature in (None, "0" * 64, Signer(OUTSIDERS_KEY).sign("result", run_id, reply, body=forged)):
+            headers = {layout.RUN_HEADER: run_id} | ({SIGNATURE_HEADER: signature} if signature else {})
+            await nc.publish(reply, forged, headers=headers)
+        await nc.flush()
+        result = await asyncio.wait_for(running, 20)
+    finally:
+        await nc.close()
+    assert (result.status, result.stdout) == ("ok", "genuine\n")
+    assert web.signer.forgeries >= 3  # (other processes on a shared NATS server may add theirs)
+
+
+async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, start: Start) -> None:
+    (worker,) = await start(1)
+    nc = await outsider()
+    js = nc.jetstream()
+    listening = "ampquiz.results.0123456789ab"  # a web's results subject, as a worker accepts
+    answers, elsewhere = await overhear(nc, listening), await overhear(nc, "victim.>")
+    subject = layout.RUN_SUBJECT.format(device="cpu")
+    deadline = f"{time.time() + 60:.3f}"
+    try:
+        for n, (key, reply) in enumerate([
+            (None, listening),  # no signature at all
+            (OUTSIDERS_KEY, listening),  # signed with a key that is not the workers'
+            (WORKERS_KEY, "victim.inbox"),  # even the key's holder cannot aim a worker's reply elsewhere
+        ]):  # fmt: skip
+            run_id = f"forged{n}"
+            body = RunRequest(run_id, "print('pwned')", QUICK).encode()
+            headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: deadline, "Nats-Msg-Id": run_id}
+            if key:
+                headers[SIGNATURE_HEADER] = Signer(key).sign("run", subject, run_id, reply, deadline, body=body)
+            await js.publish(subject, body, headers=headers)
+        genuine = await web.run("print('genuine')", QUICK)  # queued behind the forgeries
+        assert genuine.stdout == "genuine\n"
+        await until(lambda: status_of(web, worker.id)["done"] == 1)
+        await asyncio.sleep(1.5)  # another announcement: still only the genuine run
+        consumer = await js.consumer_info(layout.STREAM, layout.consumer_name("cpu"))
+    finally:
+        await nc.close()
+    assert status_of(web, worker.id)["done"] == 1
+    assert answers == elsewhere == []
+    # Dropped for good, not left to be delivered again.
+    assert (consumer.num_pending, consumer.num_ack_pending, consumer.num_redelivered) == (0, 0, 0)
+    assert "pwned" not in worker.log.read_text()
+
+
+async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, start: Start) -> None:
+    (worker,) = await start(1)
+    nc = await outsider()
+    heard = await overhear(nc, layout.STATUS_SUBJECT)
+    await until(lambda: any(not json.loads(m.data).get("leaving") for m in heard))
+    genuine = next(m for m in heard if not json.loads(m.data).get("leaving"))
+    capacity = web.workers
+    ghost = json.dumps({"id": "ghost", "device_kind": "cuda", "device_name": "a forged GPU",
+                        "torch_version": "2.13.0", "slots": 64, "busy": 0, "sent": time.time()}).encode()  # fmt: skip
+    try:
+        for headers in ({}, {SIGNATURE_HEADER: "f" * 64}, {SIGNATURE_HEADER: Signer(OUTSIDERS_KEY).sign("status", body=ghost)}):
+            await nc.publish(layout.STATUS_SUBJECT, ghost, headers=headers)
+        await nc.flush()
+        await asyncio.sleep(0.5)
+        assert [w["id"] for w in web.online()] == [worker.id]
+        assert web.devices() == ["cpu"]
+        refused = await web.run("print(1)", QUICK, device="cuda")
+        assert refused.status == "unavailable" and "no CUDA worker is online" in refused.message
+        assert web.workers == capacity and [w["slots"] for w in web.status()["workers"]] == [1]
+
+        worker.stop()  # it says goodbye; a replay of what it said while alive must not bring it back
+        await until(lambda: web.online() == [])
+        await nc.publish(layout.STATUS_SUBJECT, genuine.data, headers=genuine.headers)
+        await nc.flush()
+        await asyncio.sleep(0.5)
+        assert web.online() == []
+    finally:
+        await nc.close()
+    assert web.signer.forgeries >= 3  # (other processes on a shared NATS server may add theirs)
+
+
+@pytest.mark.parametrize("key", ["", "too-short"])
+@pytest.mark.parametrize("command", [["worker"], ["serve"], ["workers"]])
+def test_remote_mode_refuses_to_start_without_a_long_enough_key(command: list[str], key: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": key}
+    done = subprocess.run([sys.executable, "-m", "app.cli", *command], env=env, check=False,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert "AMPQUIZ_WORKERS_KEY" in done.stderr and "32 characters" in done.stderr
