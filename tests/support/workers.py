@@ -102,3 +102,54 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         await asyncio.sleep(0.05)
+
+
+def process_tree(pid: int) -> dict[int, str]:
+    """`pid`'s descendants now, each with its start time (so a pid reused later is not mistaken
+    for it), found by walking parent links in /proc, not by a name pattern."""
+    parents: dict[int, int] = {}
+    started: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        parents[int(entry.name)] = int(fields[1])
+        started[int(entry.name)] = fields[19]
+    tree: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in tree:
+                tree[child] = started[child]
+                frontier.append(child)
+    return tree
+
+
+def still_running(tree: dict[int, str]) -> list[int]:
+    """The processes of `tree` that still run (a zombie, which only waits to be reaped, does not)."""
+    alive = []
+    for pid, start in tree.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[19] == start and fields[0] != "Z":
+            alive.append(pid)
+    return alive
+
+
+def command_lines(pids: list[int]) -> dict[int, str]:
+    """What each process runs, for a failure message."""
+    lines = {}
+    for pid in pids:
+        try:
+            lines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:100]
+        except OSError:
+            lines[pid] = "(gone)"
+    return lines

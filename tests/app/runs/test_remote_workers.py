@@ -17,13 +17,16 @@ import pytest
 
 from app.runs import RunsFull
 from app.runs import jetstream as layout
+from app.runs.messages import RunRequest
 from app.runs.remote import LOST, RemoteRuns
+from app.runs.signing import SIGNATURE_HEADER, Signer
 from sandbox import Limits
 from tests.support.cli import REPO
 from tests.support.workers import (
     NATS_URL,
     QUICK,
     WORKERS_ENV,
+    WORKERS_KEY,
     Start,
     remote_settings,
     status_of,
@@ -143,3 +146,28 @@ async def test_with_no_worker_online_a_run_is_refused_not_queued(web: RemoteRuns
     result = await asyncio.wait_for(web.run("print(1)", QUICK), 1.0)
     assert result.status == "unavailable"
     assert "no sandbox worker is online" in result.message
+
+
+async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_the_next(web: RemoteRuns, start: Start) -> None:
+    (worker,) = await start(1, slots=1)  # one slot: its pull loop must outlive the bad message
+    nc = await nats.connect(NATS_URL)
+    answers: list[object] = []
+
+    async def took(msg: object) -> None:
+        answers.append(msg)
+
+    reply, subject = "ampquiz.results.feedfacefeed", layout.RUN_SUBJECT.format(device="cpu")
+    await nc.subscribe(reply, cb=took)
+    try:
+        body = RunRequest("bad-deadline", "print('ran anyway')", QUICK).encode()
+        headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: "soon", "Nats-Msg-Id": "bad-deadline",
+                   SIGNATURE_HEADER: Signer(WORKERS_KEY).sign("run", subject, "bad-deadline", reply, "soon", body=body)}  # fmt: skip
+        await nc.jetstream().publish(subject, body, headers=headers)  # signed: only the header is wrong
+        after = await asyncio.wait_for(web.run("print('next')", QUICK), 20)
+        await nc.flush()
+    finally:
+        await nc.close()
+    assert (after.status, after.stdout) == ("ok", "next\n")
+    assert answers == []
+    assert "run bad-deadline dropped" in worker.log.read_text()
+    await until(lambda: status_of(web, worker.id)["done"] == 1)
