@@ -73,3 +73,25 @@ async def test_reviews_come_due_on_time_on_postgres(web: Web, postgres_url: str)
         await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["is_due"] is False and "day" in review[0]["due_in"]
+
+
+async def test_a_dropped_database_connection_costs_a_learner_nothing(web: Web, postgres_url: str) -> None:
+    """The pool does not ping a connection before each use (a round trip per request): when the
+    server drops them all (a restart, an administrator), the next request still answers, on a
+    fresh connection."""
+    name = make_url(postgres_url).database
+    async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        admin = create_engine(SERVER, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            dropped = conn.execute(
+                text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"),
+                {"db": name},
+            ).scalar_one()
+        admin.dispose()
+        assert dropped >= 1  # the app's pooled connection was there, and is gone
+        answered = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x"})
+        assert answered.status_code == 200
+        progress = await c.get("/progress")
+        assert progress.status_code == 200
+        assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 2
