@@ -5,6 +5,11 @@ and has one pull loop per slot: a loop asks NATS for a run only while its slot i
 acknowledged after its result reached the web process waiting for it; while it runs, its lease is
 renewed, up to its wall limit plus a margin. It logs one line per run.
 
+Each slot is a thread with an event loop and a NATS connection of its own, and runs its snippet
+on that thread, blocking only its own loop: a run is never handed to a thread and back (each
+hand-off waits for a core, and those waits were most of what a remote run cost over a local one
+on a busy host). The main loop announces, answers pings and keeps the running runs' leases.
+
 Runs in: the worker process on a sandbox host (it never runs a snippet itself: the pool does).
 """
 
@@ -15,7 +20,9 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import nats
@@ -31,6 +38,10 @@ from sandbox import Environment, RunResult, Sandbox
 log = logging.getLogger("ampquiz.worker")
 
 
+FETCH_S = 1.0
+"""How long a free slot's request for a run stays open: also how soon an idle slot notices a stop."""
+
+
 class Worker:
     def __init__(self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
         self.pool = pool
@@ -44,29 +55,39 @@ class Worker:
         self.done = 0
         self.failed = 0
         self.started = time.time()
+        self._counting = threading.Lock()  # the slots' threads count runs together
+        self._leases: dict[str, tuple[str, float]] = {}
+        """Runs being run, by id: where their "still working" signs go, and until when."""
         self._stop = asyncio.Event()
+        self._stopping = threading.Event()
         self.nc: Any = None
 
     def status(self) -> dict[str, Any]:
         line = local_worker_status(self.pool, self.id)
         line.update(slots=self.slots, busy=self.busy, done=self.done, failed=self.failed,
-                    started=self.started, leaving=self._stop.is_set())  # fmt: skip
+                    started=self.started, leaving=self._stopping.is_set())  # fmt: skip
         return line
 
     async def serve(self) -> None:
         """Until `stop()` (or SIGTERM/SIGINT from the CLI): pull, run, reply, acknowledge."""
         self.nc = await layout.connect(self.url, f"ampquiz-worker {self.id}")
-        js = self.nc.jetstream()
-        await layout.ensure_layout(js, self.queue_limit)
+        await layout.ensure_layout(self.nc.jetstream(), self.queue_limit)
         await self.nc.subscribe(layout.PING_SUBJECT, cb=self._pong)
-        loops = [asyncio.ensure_future(self._slot(js, n)) for n in range(self.slots)]
-        loops.append(asyncio.ensure_future(self._announce()))
+        chores = [asyncio.ensure_future(self._announce()), asyncio.ensure_future(self._keep_leases())]
+        new_loop = _loop_factory(asyncio.get_running_loop())
+        slots = [threading.Thread(target=self._slot_thread, args=(n, new_loop), name=f"worker-slot-{n}", daemon=True)
+                 for n in range(self.slots)]  # fmt: skip
+        for slot in slots:
+            slot.start()
         log.info("worker %s: %d slots on %s (%s), torch %s", self.id, self.slots, self.device,
                  self.pool.environment.get("device_name"), self.pool.environment.get("torch_version"))  # fmt: skip
         await self._stop.wait()
-        for loop in loops:
-            loop.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
+        self._stopping.set()  # each slot finishes its run, if any, and takes no other
+        for slot in slots:
+            await asyncio.to_thread(slot.join)
+        for chore in chores:
+            chore.cancel()
+        await asyncio.gather(*chores, return_exceptions=True)
         with contextlib.suppress(Exception):  # say goodbye, so the web stops routing here at once
             body, headers = announcement(self.signer, self.status())
             await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
@@ -74,6 +95,7 @@ class Worker:
         log.info("worker %s stopped after %d runs (%d failed)", self.id, self.done, self.failed)
 
     def stop(self) -> None:
+        self._stopping.set()
         self._stop.set()
 
     async def _pong(self, msg: Msg) -> None:
@@ -88,26 +110,49 @@ class Worker:
             await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
             await asyncio.sleep(layout.ANNOUNCE_S)
 
-    async def _slot(self, js: Any, n: int) -> None:
-        psub = await js.pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=layout.STREAM)
+    async def _keep_leases(self) -> None:
+        """Tells the server each running run is still being worked on, but no longer than its wall
+        limit plus a margin: a worker stuck past that loses the run to another. (From this loop:
+        a slot's own loop is blocked while its snippet runs.)"""
         while True:
-            try:
-                msgs = await psub.fetch(1, timeout=5)
-            except nats.errors.TimeoutError:
-                continue
-            except Exception as exc:  # noqa: BLE001 - a reconnect in progress: try again shortly
-                log.warning("worker %s slot %d: fetch failed: %s", self.id, n, exc)
-                await asyncio.sleep(1)
-                continue
-            for msg in msgs:
-                try:
-                    await self._handle(msg)
-                except Exception:  # one bad message (a forged header, say) never ends this slot's loop
-                    log.exception("worker %s: a run message could not be handled; dropped", self.id)
+            await asyncio.sleep(layout.LEASE_EVERY_S)
+            now = time.monotonic()
+            for ack_subject, until in list(self._leases.values()):
+                if now < until:
                     with contextlib.suppress(Exception):
-                        await msg.term()
+                        await self.nc.publish(ack_subject, b"+WPI")  # what Msg.in_progress() sends
 
-    async def _handle(self, msg: Msg) -> None:
+    # ---- a slot: its own thread, loop and connection ----------------------------------------
+
+    def _slot_thread(self, n: int, new_loop: Callable[[], asyncio.AbstractEventLoop] | None) -> None:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            runner.run(self._slot(n))
+
+    async def _slot(self, n: int) -> None:
+        nc = await layout.connect(self.url, f"ampquiz-worker {self.id} slot {n}")
+        try:
+            psub = await nc.jetstream().pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=layout.STREAM)
+            while not self._stopping.is_set():
+                try:
+                    msgs = await psub.fetch(1, timeout=FETCH_S)
+                except nats.errors.TimeoutError:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a reconnect in progress: try again shortly
+                    log.warning("worker %s slot %d: fetch failed: %s", self.id, n, exc)
+                    await asyncio.sleep(1)
+                    continue
+                for msg in msgs:
+                    try:
+                        await self._handle(nc, msg)
+                    except Exception:  # one bad message (a forged header, say) never ends this slot's loop
+                        log.exception("worker %s: a run message could not be handled; dropped", self.id)
+                        with contextlib.suppress(Exception):
+                            await msg.term()
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.drain()
+
+    async def _handle(self, nc: Any, msg: Msg) -> None:
         headers = msg.headers or {}
         reply = headers.get(layout.REPLY_HEADER, "")
         run_id = headers.get("Nats-Msg-Id", "")
@@ -130,7 +175,7 @@ class Worker:
             refused = RunResult(status="unavailable", message=f"The worker refused this run: {exc}",
                                 environment=Environment.from_dict(self.pool.environment))  # fmt: skip
             payload = encode_result(refused)
-            await self._deliver(reply, run_id, payload, self._signature(run_id, reply, payload))
+            await self._deliver(nc, reply, run_id, payload, self._signature(run_id, reply, payload))
             await msg.term()
             return
         try:
@@ -141,24 +186,27 @@ class Worker:
             log.info("run %s dropped: nobody waits for it any more", request.id)
             await msg.term()
             return
-        self.busy += 1
+        with self._counting:
+            self.busy += 1
         started = time.perf_counter()
-        lease = asyncio.ensure_future(self._keep_lease(msg, request.limits.wall_s + layout.LEASE_MARGIN_S))
+        self._leases[request.id] = (msg.reply, time.monotonic() + request.limits.wall_s + layout.LEASE_MARGIN_S)
         try:
-            result, payload, signature = await asyncio.to_thread(self._run, request, reply)
+            result, payload, signature = self._run(request, reply)  # blocks this slot's loop only
         finally:
-            lease.cancel()
-            self.busy -= 1
-        self.done += 1
-        self.failed += result.status not in ("ok", "error")
-        delivered = await self._deliver(reply, request.id, payload, signature)
+            self._leases.pop(request.id, None)
+            with self._counting:
+                self.busy -= 1
+        with self._counting:
+            self.done += 1
+            self.failed += result.status not in ("ok", "error")
+        delivered = await self._deliver(nc, reply, request.id, payload, signature)
         await msg.ack()
         log.info("run %s: %s in %.1f ms (delivery %d)%s", request.id, result.status,
                  (time.perf_counter() - started) * 1000, msg.metadata.num_delivered,
                  "" if delivered else "; nobody was waiting for the result")  # fmt: skip
 
     def _run(self, request: RunRequest, reply: str) -> tuple[RunResult, bytes, str]:
-        """In a thread: the run, and its result already encoded and signed (off the event loop too)."""
+        """The run, and its result already encoded and signed."""
         try:
             result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
         except Exception as exc:  # noqa: BLE001 - the pool itself failed: the web hears it, the run is not retried
@@ -171,19 +219,19 @@ class Worker:
         """What tells the web this result comes from a worker, for this run, sent to it."""
         return self.signer.sign("result", run_id, reply, body=payload)
 
-    async def _keep_lease(self, msg: Msg, for_s: float) -> None:
-        """Tells the server the run is still being worked on, but no longer than its wall limit
-        plus a margin: a worker stuck past that loses the run to another."""
-        end = time.monotonic() + for_s
-        while time.monotonic() < end:
-            await asyncio.sleep(layout.LEASE_EVERY_S)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
-
-    async def _deliver(self, reply: str, run_id: str, payload: bytes, signature: str) -> bool:
+    async def _deliver(self, nc: Any, reply: str, run_id: str, payload: bytes, signature: str) -> bool:
         try:
             headers = {layout.RUN_HEADER: run_id, SIGNATURE_HEADER: signature}
-            await self.nc.request(reply, payload, timeout=5, headers=headers)
+            await nc.request(reply, payload, timeout=5, headers=headers)
             return True
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
             return False  # the web process is gone: nobody to tell
+
+
+def _loop_factory(running: asyncio.AbstractEventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The slots' loops are of the main loop's kind (uvloop where the CLI uses it)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop if isinstance(running, uvloop.Loop) else None
