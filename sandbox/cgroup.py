@@ -23,6 +23,14 @@ CPU_PERIOD_US = 100_000
 """The CPU cap's period, the kernel's default: `cpu_cores` x this much CPU time per this much wall
 time (v1 keeps the default cpu.cfs_period_us; v2's cpu.max names it)."""
 
+PREPARING_CPU_WEIGHT = {"unified": ("cpu.weight", b"11"), "cpu": ("cpu.shares", b"110")}
+"""A runner's CPU weight while it prepares (its cgroup is made with it): a nice-10 process's share
+(110 against 1024). A replacement runner is prepared while the run before it executes and its
+result is delivered; at this weight it takes the CPU those leave over, and still about a tenth of
+a core on a host that leaves none, so preparation never stalls outright."""
+RUNNING_CPU_WEIGHT = {"unified": ("cpu.weight", "100"), "cpu": ("cpu.shares", "1024")}
+"""The kernel's default weight: what a run's cgroup gets back when its code is sent."""
+
 
 def _own_path(controller: str | None) -> str | None:
     """This process's cgroup path for a v1 controller, or the v2 path when controller is None."""
@@ -105,6 +113,17 @@ class RunCgroup:
                         (d / name).write_text(str(value))
                     except OSError:
                         pass
+
+    def set_running_weight(self) -> None:
+        """Back to the default CPU weight, from `PREPARING_CPU_WEIGHT`: the snippet competes with
+        everything else on the host as any process would."""
+        for role, d in self.dirs.items():
+            if role in RUNNING_CPU_WEIGHT:
+                name, value = RUNNING_CPU_WEIGHT[role]
+                try:
+                    (d / name).write_text(value)
+                except OSError:
+                    pass  # no cpu controller here: the weight was never lowered either
 
     def oom_killed(self) -> bool:
         for role, d in self.dirs.items():
@@ -220,6 +239,16 @@ class CgroupFactory:
                 path = f"{base}/{name}"
                 os.mkdir(path)
                 made[role] = path
+                if role in PREPARING_CPU_WEIGHT:  # before joining: all of preparation at that weight
+                    weight_file, weight = PREPARING_CPU_WEIGHT[role]
+                    try:
+                        fd = os.open(f"{path}/{weight_file}", os.O_WRONLY)
+                        try:
+                            os.write(fd, weight)
+                        finally:
+                            os.close(fd)
+                    except OSError:
+                        pass  # no cpu controller delegated: prepared at the default weight
             for path in made.values():
                 fd = os.open(f"{path}/cgroup.procs", os.O_WRONLY)
                 try:

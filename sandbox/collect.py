@@ -116,6 +116,8 @@ class Slot:
 def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     """Send the code to a prepared runner and gather what happened, within `limits.wall_s`."""
     slot.set_caps(limits)
+    if slot.cgroup:  # prepared at a low CPU weight (`PREPARING_CPU_WEIGHT`): the run gets the default
+        RunCgroup.from_paths(slot.cgroup).set_running_weight()
     started = time.perf_counter()
     try:
         wire.send(slot.sock, {"type": "run", "code": code, "limits": limits.to_dict(), "explain": explain})

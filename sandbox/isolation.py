@@ -156,6 +156,24 @@ def enter_pid_namespace_for_children(fd: int) -> None:
     set_namespace(fd, CLONE_NEWPID)
 
 
+_CAP_SYS_NICE = 23
+
+
+def may_lower_nice(to: int) -> bool:
+    """Whether this process (and a runner forked from it, while it is still root) may set its nice
+    value back down to `to` once raised: with CAP_SYS_NICE, or an RLIMIT_NICE that allows it.
+    Raising it needs no privilege; lowering it does, so a zygote that could not lower it again
+    leaves it alone rather than hand its runs a lower priority than the server's."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:") and int(line.split()[1], 16) >> _CAP_SYS_NICE & 1:
+                return True
+        soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    except (OSError, ValueError):
+        return False
+    return soft == resource.RLIM_INFINITY or soft >= 20 - to
+
+
 def drop_privileges(uid: int) -> bool:
     """Become an unprivileged uid with no groups; as a non-root user there is nothing to drop."""
     try:

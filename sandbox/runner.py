@@ -145,6 +145,7 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     # Dies with the zygote (and so with the server): set again after the uid changes below.
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote ignores it; a fresh process does not
     protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
     if config["pid_namespace"]:
         protections.append("pid-namespace")
@@ -185,6 +186,10 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     device_name = _warm_up_runner(config["cuda"])
     if device_name:
         env["device_name"] = device_name
+    # Forked at the zygote's higher nice value; back to the server's while still root (the zygote
+    # raised it only where that is allowed), so the snippet runs at the priority any process would.
+    if os.getpriority(os.PRIO_PROCESS, 0) != config["run_nice"]:
+        os.setpriority(os.PRIO_PROCESS, 0, config["run_nice"])
     if isolation.drop_privileges(uid):
         protections.append("unprivileged-uid")
     # Changing uid clears the parent-death signal: set it again, so a runner never outlives

@@ -61,6 +61,9 @@ def _warm_imports() -> None:
         pass
 
 
+PREPARING_NICE_STEP = 10
+"""How much nicer than the server the zygote, and a runner until its preparation is done, run."""
+
 _HUGE_PAGE = 2 << 20
 RECOLLAPSE_EVERY = 64
 """Spawns between two collapses of the heap back onto 2 MiB pages (see `Zygote.serve`)."""
@@ -233,6 +236,10 @@ class Zygote:
 
 
 def main() -> None:
+    # Ctrl+C in a terminal reaches the whole foreground process group, the zygote included: the
+    # server shuts the pool down (and so this process), which is the only stop it needs; a
+    # KeyboardInterrupt here would only print a traceback in the middle of that.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.chdir("/")  # started in the package's folder, so `-m sandbox.zygote` finds it; holds nothing
     control = socket.socket(fileno=int(sys.argv[1]))
     config = wire.recv(control)
@@ -275,6 +282,12 @@ def main() -> None:
         pass
     # The same for every runner (it reads /proc/cpuinfo): described once, here.
     config["environment"] = runner.describe_environment(config["cuda"])
+    # Forking a runner (copying the page tables of a torch-sized heap) happens while the run it
+    # replaces executes and its result is delivered: at a higher nice value, it yields to both.
+    # Only where a runner (root while it prepares) can come back down before its snippet runs.
+    config["run_nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+    if isolation.may_lower_nice(config["run_nice"]):
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, config["run_nice"] + PREPARING_NICE_STEP))
     zygote = Zygote(control, config, cgroups, huge_pages=huge_page_bytes > 0)
     wire.send(
         control,

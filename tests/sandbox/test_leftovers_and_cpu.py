@@ -4,6 +4,8 @@ however many processes it forks. Each test is a real run, then a normal run that
 
 from __future__ import annotations
 
+import os
+import signal
 import textwrap
 import threading
 import time
@@ -110,3 +112,62 @@ def test_cpu_cores_sets_the_share(sb: Sandbox) -> None:
     assert r.status == "ok", r
     assert float(r.stdout) <= 0.7, f"{r.stdout.strip()} cores used"
     assert_still_works(sb)
+
+
+def _cpu_weight(cgroup: Path) -> str | None:
+    for name in ("cpu.weight", "cpu.shares"):  # v2, v1
+        if (cgroup / name).exists():
+            return (cgroup / name).read_text().strip()
+    return None
+
+
+def test_runners_being_prepared_cant_take_the_cpu_from_a_run(sb: Sandbox) -> None:
+    """Runners are prepared (replacing the one a run took) while runs execute and their results
+    are delivered: until a runner is handed code its cgroup has a small CPU weight, and the run's
+    own cgroup the kernel's default, so a run competes as any process would and preparation takes
+    what is left."""
+    assert sb._zygote is not None
+    result: list[RunResult] = []
+    code = 'import os, time\nif os.fork() == 0:\n    os.execv("/bin/sleep", ["sleep", "765441"])\ntime.sleep(1.5)\n'
+    run = threading.Thread(target=lambda: result.append(sb.run(code)))
+    run.start()
+    deadline = time.monotonic() + 20
+    while not processes_with_argument("765441") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    found = processes_with_argument("765441")
+    assert found, result
+    running = {d for d in cgroup_dirs_of(found[0]) if _cpu_weight(d) is not None}
+    assert running, "the run's cgroup has no CPU weight to read"
+    prepared = [
+        d / c.name
+        for d in {r.parent for r in running}
+        for c in d.glob(f"ampquiz-run-{sb._zygote.pid}-*")
+        if d / c.name not in running
+    ]
+    weights = {str(d): _cpu_weight(d) for d in prepared if d.exists()}
+    run.join()
+    assert result[0].status == "ok", result[0]
+    assert {_cpu_weight(d) for d in running} <= {"100", "1024"}, running  # the kernel's defaults
+    assert {"11", "110"} & set(weights.values()), weights  # the spare runners, prepared meanwhile
+
+
+def test_a_snippet_runs_at_the_servers_priority_and_ctrl_c_is_its_own(sb: Sandbox) -> None:
+    """The zygote forks at a higher nice value and ignores SIGINT (the server stops it): neither
+    reaches a snippet, which gets the server's nice value and Python's own SIGINT handler."""
+    r = sb.run(
+        "import os, signal\n"
+        "print(os.getpriority(os.PRIO_PROCESS, 0), signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    assert r.status == "ok", r
+    assert r.stdout == f"{os.getpriority(os.PRIO_PROCESS, 0)} True\n", r
+
+
+def test_ctrl_c_cant_stop_the_zygote_the_server_stops_it(sb: Sandbox) -> None:
+    """Ctrl+C in `ampquiz serve` reaches the zygote too (one foreground process group): it printed
+    a KeyboardInterrupt traceback and died. It ignores SIGINT; the server shuts the pool down."""
+    assert sb._zygote is not None
+    zygote = sb._zygote
+    os.kill(zygote.pid, signal.SIGINT)
+    for _ in range(2 * (sb.workers + 1)):  # past every runner prepared before the signal
+        assert_still_works(sb)
+    assert sb._zygote is zygote and zygote.poll() is None
