@@ -228,7 +228,8 @@ def main() -> None:
         tp = samples[name]["tp"]
         return 1000 * sum(t[key] for t in tp) / sum(t["runs"] for t in tp)
 
-    print(line(f"cold python -c p50 ({args.cold} runs)", f"{p50(cold):8.1f} ms"))
+    if cold:  # --cold 0 leaves the cold runs out
+        print(line(f"cold python -c p50 ({args.cold} runs)", f"{p50(cold):8.1f} ms"))
     for name in names:
         s = samples[name]
         label = "this tree" if name == "now" else f"base {args.base}"
@@ -243,7 +244,8 @@ def main() -> None:
         print(line("  page faults per run (zygote and runners)", f"{faults:8.0f}"))
         print(line("  zygote heap on 2 MiB pages", f"{huge[name]:8d} MiB"))
     now_warm = p50(samples["now"]["warm"])
-    print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))
+    if cold:
+        print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))
     if "base" in samples:
         ratio = rate("now") / rate("base")
         delta = now_warm - p50(samples["base"]["warm"])
