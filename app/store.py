@@ -21,9 +21,20 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from app.tables import Attempt, Learner, QuestionRun, ReviewCard, as_utc, utcnow
+from app.tables import (
+    Attempt,
+    LastAnswer,
+    Learner,
+    QuestionRun,
+    ReviewCard,
+    TopicScore,
+    as_utc,
+    utcnow,
+)
 
-__all__ = ["Attempt", "Learner", "QuestionRun", "ReviewCard", "Store", "as_utc", "utcnow"]
+__all__ = [
+    "Attempt", "LastAnswer", "Learner", "QuestionRun", "ReviewCard", "Store", "TopicScore", "as_utc", "utcnow",
+]  # fmt: skip
 
 
 class QuestionState(NamedTuple):
@@ -130,12 +141,30 @@ class Store:
     and identity map cost more CPU than the queries. Every method blocks for the database's round
     trip, so the web calls them from worker threads, never on its event loop."""
 
+    KNOWN_LEARNERS = 100_000
+    """Learners whose row this process saw written, so their next attempt skips that INSERT
+    (learner rows are never deleted)."""
+
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
+        had = set(inspect(self.engine).get_table_names())
         SQLModel.metadata.create_all(self.engine)
         add_missing_columns(self.engine)
+        _fill_summaries(self.engine, missing={_LAST.name, _TOPICS.name} - had)
+        # Reads on PostgreSQL in autocommit: one round trip per query, where a transaction adds
+        # a BEGIN before it and a ROLLBACK when the connection goes back to the pool. (SQLite's
+        # driver begins transactions only for writes already.)
+        postgres = self.engine.dialect.name == "postgresql"
+        self.reads = self.engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else self.engine
         self._add_learner = _insert_ignoring_duplicates(self.engine, _LEARNER)
         self._add_run = _insert_ignoring_duplicates(self.engine, _RUNS, key="key")
+        self._keep_last = _upsert(self.engine, _LAST, ("learner_id", "question_id", "fingerprint"), lambda new: {
+            "attempt_id": new.attempt_id, "correct": new.correct,
+        })  # fmt: skip
+        self._count_topic = _upsert(self.engine, _TOPICS, ("learner_id", "topic"), lambda new: {
+            "attempts": _TOPICS.c.attempts + new.attempts, "right_attempts": _TOPICS.c.right_attempts + new.right_attempts,
+        })  # fmt: skip
+        self._known_learners: set[str] = set()
 
     def close(self) -> None:
         self.engine.dispose()
@@ -180,23 +209,30 @@ class Store:
         }  # fmt: skip
         try:
             with self.engine.begin() as conn:
-                if submit_id is not None:
-                    row = conn.execute(_BY_SUBMIT, {"learner": learner_id, "submit": submit_id}).first()
-                    if row is not None:
-                        return _attempt(row), False
+                # A submit already stored is found by the unique (learner, submit) index: the
+                # attempt's INSERT fails, everything here rolls back, and the handler below reads
+                # the stored one (no SELECT before every answer for the rare replay).
                 key = {"learner": learner_id, "question": question_id}
                 stored = conn.execute(_CARD, key).first()
                 card = _card(stored) if stored is not None else None
                 if reschedule is not None:
                     same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
                     review = reschedule(card if same else None)
-                conn.execute(self._add_learner, {"id": learner_id, "created_at": now})
+                if learner_id not in self._known_learners:
+                    conn.execute(self._add_learner, {"id": learner_id, "created_at": now})
                 attempt_id = conn.execute(_ADD_ATTEMPT, values).inserted_primary_key[0]
+                who = {"learner_id": learner_id, "question_id": question_id, "fingerprint": fingerprint}
+                conn.execute(self._keep_last, {**who, "attempt_id": attempt_id, "correct": correct})
+                conn.execute(self._count_topic, {"learner_id": learner_id, "topic": topic, "attempts": 1,
+                                                 "right_attempts": int(correct)})  # fmt: skip
                 if review is not None:
                     lapses = 0 if card is None or (card.fingerprint and card.fingerprint != fingerprint) else card.lapses
                     lapses += 0 if correct else 1
                     row = {**key, "card": review.card_json, "due": review.due, "lapses": lapses, "fingerprint": fingerprint}
                     conn.execute(_UPDATE_CARD if card is not None else _ADD_CARD, row)
+            if len(self._known_learners) >= self.KNOWN_LEARNERS:
+                self._known_learners.clear()  # a simple bound: their next attempt inserts again
+            self._known_learners.add(learner_id)
             return AttemptRow(id=attempt_id, **values), True
         except IntegrityError:
             # Two submits of one form raced past the check above: the other one was stored.
@@ -207,14 +243,14 @@ class Store:
 
     @_reconnecting
     def submitted(self, learner_id: str, submit_id: str) -> AttemptRow | None:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             row = conn.execute(_BY_SUBMIT, {"learner": learner_id, "submit": submit_id}).first()
         return _attempt(row) if row is not None else None
 
     @_reconnecting
     def card(self, learner_id: str, question_id: str, fingerprint: str = "") -> CardRow | None:
         """The learner's review card for this version of the question (None for another's)."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             row = conn.execute(_CARD, {"learner": learner_id, "question": question_id}).first()
         card = _card(row) if row is not None else None
         if card is not None and card.fingerprint and fingerprint and card.fingerprint != fingerprint:
@@ -228,7 +264,7 @@ class Store:
         """Whether the last attempt at this version of one question was right, and when its review
         card is due: all a question page needs, in one cheap query (it is the busiest page). With
         `attempt_id`, that attempt is read too (the result page), on the same connection."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             correct, due = conn.execute(
                 _QUESTION_STATE, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
             ).one()
@@ -248,21 +284,21 @@ class Store:
 
     @_reconnecting
     def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
         return _attempt(row) if row is not None else None
 
     @_reconnecting
     def attempts_since(self, learner_id: str, since: datetime) -> list[AttemptRow]:
         """The learner's attempts made at or after `since`, oldest first (a review session's)."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             rows = conn.execute(_SINCE, {"learner": learner_id, "since": since}).all()
         return [_attempt(r) for r in rows]
 
     @_reconnecting
     def stored_run(self, key: str) -> str | None:
         """A question run kept by `keep_run` (its JSON), or None."""
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             return conn.execute(_STORED_RUN, {"key": key}).scalar()
 
     @_reconnecting
@@ -278,12 +314,43 @@ class Store:
         if not learner_id:
             return LearnerData()
         key = {"learner": learner_id}
-        with self.engine.connect() as conn:
+        with self.reads.connect() as conn:
             latest = [(q, f, bool(c)) for q, f, c in conn.execute(_LATEST, key)]
             by_topic = {t: (n, int(r or 0)) for t, n, r in conn.execute(_BY_TOPIC, key)}
             cards = {r.question_id: _card(r) for r in conn.execute(_CARDS, key)}
             newest = [_attempt(r) for r in conn.execute(_RECENT, {**key, "limit": recent})] if recent else []
         return LearnerData(latest, by_topic, cards, newest)
+
+
+def _upsert(engine: Engine, table: Any, key: tuple[str, ...], update: Callable[[Any], dict[str, Any]]) -> Any:
+    """INSERT of a row with `key`'s columns as its identity, which when that row is there already
+    sets `update(the row offered)` on it instead (both databases ampquiz is tested on say it
+    natively)."""
+    name = engine.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        raise NotImplementedError(f"ampquiz keeps learners' summaries on SQLite and PostgreSQL, not {name}")
+    insert = dialect_insert(table)
+    return insert.on_conflict_do_update(index_elements=list(key), set_=update(insert.excluded))
+
+
+def _fill_summaries(engine: Engine, missing: set[str]) -> None:
+    """Fills the summary tables just made (`missing`) from the attempts already stored, once, when
+    a database made by an earlier version is opened."""
+    if not missing:
+        return
+    a = _ATTEMPTS.c
+    with engine.begin() as conn:
+        if _LAST.name in missing:
+            last = select(func.max(a.id)).group_by(a.learner_id, a.question_id, a.fingerprint)
+            rows = select(a.learner_id, a.question_id, a.fingerprint, a.id, a.correct).where(a.id.in_(last))
+            conn.execute(_LAST.insert().from_select(["learner_id", "question_id", "fingerprint", "attempt_id", "correct"], rows))
+        if _TOPICS.name in missing:
+            rows = select(a.learner_id, a.topic, func.count(), func.sum(case((a.correct, 1), else_=0))).group_by(a.learner_id, a.topic)
+            conn.execute(_TOPICS.insert().from_select(["learner_id", "topic", "attempts", "right_attempts"], rows))
 
 
 def _insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> Any:
@@ -357,6 +424,8 @@ _LEARNER = Learner.__table__  # type: ignore[attr-defined]
 _ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
 _CARDS_TABLE = ReviewCard.__table__  # type: ignore[attr-defined]
 _RUNS = QuestionRun.__table__  # type: ignore[attr-defined]
+_LAST = LastAnswer.__table__  # type: ignore[attr-defined]
+_TOPICS = TopicScore.__table__  # type: ignore[attr-defined]
 _STORED_RUN = select(_RUNS.c.result).where(_RUNS.c.key == bindparam("key"))
 _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
 _ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
@@ -377,15 +446,14 @@ _ADD_CARD = _CARDS_TABLE.insert().values(
 _UPDATE_CARD = _CARDS_TABLE.update().where(*_THIS_CARD).values(
     card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses"), fingerprint=bindparam("fingerprint")
 )
-_LAST_PER_VERSION = (
-    select(func.max(_A.id)).where(_A.learner_id == bindparam("learner")).group_by(_A.question_id, _A.fingerprint)
+_LATEST = (
+    select(_LAST.c.question_id, _LAST.c.fingerprint, _LAST.c.correct)
+    .where(_LAST.c.learner_id == bindparam("learner"))
+    .order_by(_LAST.c.attempt_id)
 )
-_LATEST = select(_A.question_id, _A.fingerprint, _A.correct).where(_A.id.in_(_LAST_PER_VERSION)).order_by(_A.id)
 """The last attempt at each version of each question the learner answered, oldest first."""
-_BY_TOPIC = (
-    select(_A.topic, func.count(), func.sum(case((_A.correct, 1), else_=0)))
-    .where(_A.learner_id == bindparam("learner"))
-    .group_by(_A.topic)
+_BY_TOPIC = select(_TOPICS.c.topic, _TOPICS.c.attempts, _TOPICS.c.right_attempts).where(
+    _TOPICS.c.learner_id == bindparam("learner")
 )
 """Attempts and right attempts per topic."""
 

@@ -80,6 +80,32 @@ class ReviewCard(SQLModel, table=True):
         return as_utc(self.due)
 
 
+class LastAnswer(SQLModel, table=True):
+    """Each learner's last attempt at each version of each question, kept with every attempt
+    (`Store.record_attempt`): a progress page reads one row per question answered, where
+    grouping the attempts themselves cost it a scan of every attempt the learner ever made."""
+
+    __tablename__ = "last_answer"
+
+    learner_id: str = Field(primary_key=True, max_length=64)
+    question_id: str = Field(primary_key=True, max_length=80)
+    fingerprint: str = Field(primary_key=True, default="", max_length=16)
+    attempt_id: int
+    correct: bool
+
+
+class TopicScore(SQLModel, table=True):
+    """Each learner's attempts and right attempts per topic (the attempt's topic when it was
+    made), kept with every attempt, for the same reason as `LastAnswer`."""
+
+    __tablename__ = "topic_score"
+
+    learner_id: str = Field(primary_key=True, max_length=64)
+    topic: str = Field(primary_key=True, max_length=80)
+    attempts: int = 0
+    right_attempts: int = 0
+
+
 class QuestionRun(SQLModel, table=True):
     """A question's run, as the question-run cache made it (`app.question_runs`): kept here so
     every web process of the server, and the server after a restart, reuses it instead of

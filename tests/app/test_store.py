@@ -1,0 +1,64 @@
+"""The store's summaries of each learner (last answer per question version, attempts per topic),
+kept with every attempt, against what the attempts themselves say, on a real SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+
+from app.store import Store
+
+
+def _answer(store: Store, learner: str, question: str, topic: str, correct: bool, fingerprint: str = "v1") -> None:
+    store.record_attempt(learner, question_id=question, set_id="s", topic=topic, kind="multiple_choice",
+                         answer=[0], correct=correct, fingerprint=fingerprint)  # fmt: skip
+
+
+def _record_some(store: Store) -> None:
+    _answer(store, "ann", "q1", "autocast", False)
+    _answer(store, "ann", "q1", "autocast", True)  # the last answer to q1 v1 is right
+    _answer(store, "ann", "q2", "scaler", False)
+    _answer(store, "ann", "q1", "autocast", False, fingerprint="v2")  # another version of q1
+    _answer(store, "bob", "q2", "scaler", True)
+
+
+def test_a_learners_summary_follows_their_attempts(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    _record_some(store)
+    ann = store.learner_data("ann", recent=10)
+    assert ann.latest == [("q1", "v1", True), ("q2", "v1", False), ("q1", "v2", False)]
+    assert ann.by_topic == {"autocast": (3, 1), "scaler": (1, 0)}
+    assert [a.question_id for a in ann.recent] == ["q1", "q2", "q1", "q1"]
+    assert store.learner_data("bob").by_topic == {"scaler": (1, 1)}
+    store.close()
+
+
+def test_a_replayed_submit_changes_no_summary(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    first, new = store.record_attempt("ann", question_id="q1", set_id="s", topic="t", kind="multiple_choice",
+                                      answer=[0], correct=False, submit_id="form-1")  # fmt: skip
+    again, new_again = store.record_attempt("ann", question_id="q1", set_id="s", topic="t", kind="multiple_choice",
+                                            answer=[1], correct=True, submit_id="form-1")  # fmt: skip
+    assert (new, new_again) == (True, False) and again.id == first.id and again.correct is False
+    data = store.learner_data("ann")
+    assert data.by_topic == {"t": (1, 0)} and data.latest == [("q1", "", False)]
+    store.close()
+
+
+def test_a_database_from_before_the_summaries_gets_them_from_its_attempts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    store = Store(url)
+    _record_some(store)
+    expected = store.learner_data("ann")
+    with store.engine.begin() as conn:  # as an earlier version left it: attempts, no summaries
+        conn.execute(text("DROP TABLE last_answer"))
+        conn.execute(text("DROP TABLE topic_score"))
+    store.close()
+
+    reopened = Store(url)
+    data = reopened.learner_data("ann")
+    assert data.latest == expected.latest and data.by_topic == expected.by_topic
+    _answer(reopened, "ann", "q2", "scaler", True)  # and they go on from there
+    assert reopened.learner_data("ann").by_topic == {"autocast": (3, 1), "scaler": (2, 1)}
+    reopened.close()
