@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import Sandbox
+from sandbox import Limits, Sandbox
 
 DTYPES = ["float16", "bfloat16"]
 
@@ -18,9 +18,9 @@ Explain = Callable[[str], tuple[str, dict[str, Any]]]
 """`explain(code) -> (stdout, report)`, as the `explain` fixture gives it."""
 
 
-def explain_in(pool: Sandbox, code: str) -> tuple[str, dict[str, Any]]:
+def explain_in(pool: Sandbox, code: str, limits: Limits | None = None) -> tuple[str, dict[str, Any]]:
     """Run a snippet in the sandbox with explain=True; return (stdout, report)."""
-    result = pool.run(textwrap.dedent(code), explain=True)
+    result = pool.run(textwrap.dedent(code), limits, explain=True)
     assert result.status in ("ok", "error"), result
     assert result.explanation is not None, result
     return result.stdout, result.explanation

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from app.bank.load import load_bank
-from sandbox import Sandbox
+from sandbox import Limits, Sandbox
 from sandbox.explain.calls import AUTOCAST_PROMOTE
 from tests.sandbox.explain.torch_reference import (
     compare,
@@ -36,20 +36,25 @@ from tests.sandbox.explain.torch_reference import (
 )
 from tests.support.autocast_header import cuda_lists
 from tests.support.cli import BANK
-from tests.support.explain import Explain
+from tests.support.explain import explain_in
 
 # --- running both accounts -----------------------------------------------------------------------
 
+AMPLE = Limits(wall_s=120.0, cpu_s=120)
+"""What is compared is what the runs did, not how fast: the default 10 s wall limit ended runs
+on a loaded host (the slowest, DebugMode over `loss-scale-steady-state-skips`, takes 2.7 s of a
+quiet one's time, under a one-core cap), and the test failed on a timeout, not on a disagreement."""
 
-def _both(explain: Explain, pool: Sandbox, codes: dict[str, str]) -> dict[str, tuple[Any, ...]]:
+
+def _both(pool: Sandbox, codes: dict[str, str]) -> dict[str, tuple[Any, ...]]:
     """{name: (our report, DebugMode's counts, our counts, problems)} per snippet, two runs at a
     time. The problems say when the two runs did not even run the same snippet to the same end:
     a different exception (or one on one side only), or a tracer that reported trouble of its own."""
 
     def one(item: tuple[str, str]) -> tuple[str, tuple[Any, ...]]:
         name, code = item
-        _, report = explain(code)
-        ref = pool.run(reference_snippet(textwrap.dedent(code)))
+        _, report = explain_in(pool, code, AMPLE)
+        ref = pool.run(reference_snippet(textwrap.dedent(code)), AMPLE)
         assert ref.status in ("ok", "error"), (name, ref.status, ref.stderr[-2000:])
         theirs, data = ops_of_reference(ref.stdout)
         ours_raised = ((report.get("error") or {}).get("type") or "").rsplit(".", 1)[-1] or None
@@ -84,11 +89,9 @@ def _totals(results: dict[str, tuple[Any, ...]]) -> tuple[int, int, int]:
     return calls, cast_calls, casts
 
 
-def test_every_cpu_snippet_in_the_bank_agrees_with_debugmode(
-    explain: Explain, sandbox_pool: Sandbox
-) -> None:
+def test_every_cpu_snippet_in_the_bank_agrees_with_debugmode(sandbox_pool: Sandbox) -> None:
     snippets = _bank_snippets()
-    results = _both(explain, sandbox_pool, snippets)
+    results = _both(sandbox_pool, snippets)
     problems = {
         qid: diff
         for qid, (_, theirs, ours, ended) in results.items()
@@ -233,9 +236,9 @@ def probe_codes() -> dict[str, str]:
 
 
 def test_op_probes_agree_with_debugmode_and_name_the_list_torch_uses(
-    explain: Explain, sandbox_pool: Sandbox, probe_codes: dict[str, str]
+    sandbox_pool: Sandbox, probe_codes: dict[str, str]
 ) -> None:
-    results = _both(explain, sandbox_pool, probe_codes)
+    results = _both(sandbox_pool, probe_codes)
     problems: list[str] = []
     categories: dict[str, str] = {}
     for name, (report, theirs, ours, ended) in results.items():
