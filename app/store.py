@@ -71,6 +71,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cur.close()
 
 
+POOLED = 12
+"""Connections each process keeps open. More than the threads that reach the database at once in
+a busy process (the event loop's default executor: cores + 4): SQLAlchemy's default of 5 made the
+6th a new connection for every request, closed after it (for SQLite, a file opened, its pragmas
+set and its schema parsed again; for PostgreSQL, a new backend)."""
+
+
 def make_engine(url: str) -> Engine:
     """An engine for `url`; for a SQLite file, its folder is created and WAL mode is on."""
     parsed = make_url(url)
@@ -79,14 +86,14 @@ def make_engine(url: str) -> Engine:
         if not in_memory:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # In memory, every connection would get its own empty database: share one.
-        pool = {"poolclass": StaticPool} if in_memory else {}
+        pool = {"poolclass": StaticPool} if in_memory else {"pool_size": POOLED, "max_overflow": 3 * POOLED}
         engine = create_engine(url, connect_args={"check_same_thread": False}, **pool)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     # No `pool_pre_ping`: its round trip on every checkout cost ~0.3 ms of CPU per request. A
     # connection the server dropped (a restart) fails once instead; SQLAlchemy then replaces every
     # pooled connection, and the store's own calls try once more (`_reconnecting`).
-    return create_engine(url)
+    return create_engine(url, pool_size=POOLED, max_overflow=POOLED)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
