@@ -18,8 +18,8 @@ import socket
 import struct
 import tempfile
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.runs.local import local_worker_status, pool_devices, pool_refusal
@@ -85,7 +85,7 @@ class PoolHost:
     def _start_pool(self) -> None:
         try:
             self.pool.start()
-        except Exception as exc:  # SandboxError, OSError: every request is told why
+        except Exception as exc:  # noqa: BLE001 - SandboxError, OSError: every request is told why
             self._failed = f"the sandbox pool could not start: {exc}"
             log.error("pool host: %s", self._failed)
             if self.on_failure is not None:
@@ -127,7 +127,8 @@ class PoolHost:
                 body = _recv_exact(conn, size) if size <= MAX_FRAME else None
                 if body is None:
                     return
-                _send_frame(conn, self._answer(body))
+                with self.pool.results_first():  # the used runner is replaced once this is sent
+                    _send_frame(conn, self._answer(body))
 
     def _answer(self, body: bytes) -> bytes:
         self._ready.wait()
@@ -141,7 +142,7 @@ class PoolHost:
             return json.dumps({"error": str(exc)}).encode()
         try:
             result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
-        except Exception as exc:  # the pool itself failed (SandboxError): the client raises it
+        except Exception as exc:  # noqa: BLE001 - the pool itself failed (SandboxError): the client raises it
             log.error("pool host: run failed: %s", exc)
             return json.dumps({"error": f"the sandbox failed: {exc}"}).encode()
         return encode_result(result)

@@ -171,3 +171,31 @@ def test_ctrl_c_cant_stop_the_zygote_the_server_stops_it(sb: Sandbox) -> None:
     for _ in range(2 * (sb.workers + 1)):  # past every runner prepared before the signal
         assert_still_works(sb)
     assert sb._zygote is zygote and zygote.poll() is None
+
+
+def _prepared_runners(sb: Sandbox) -> int:
+    assert sb._zygote is not None
+    return len(processes_of_runs(sb._zygote.pid))
+
+
+def test_a_used_runner_is_replaced_only_after_its_result_is_delivered(sb: Sandbox) -> None:
+    """A worker still sends a run's result over the network when the run returns; preparing the
+    runner's replacement meanwhile slowed both the run and the delivery. Inside `results_first`
+    the pool runs on its spare and prepares the replacement when the block ends; outside one, as
+    soon as the run returns."""
+    full = sb.workers + 1
+    deadline = time.monotonic() + 60
+    while _prepared_runners(sb) < full and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _prepared_runners(sb) == full
+    with sb.results_first():
+        assert sb.run("print(1)").stdout == "1\n"
+        time.sleep(1.0)  # far longer than preparing one takes: nothing was asked for yet
+        delivering = _prepared_runners(sb)
+    while _prepared_runners(sb) < full and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (delivering, _prepared_runners(sb)) == (full - 1, full)
+    assert sb.run("print(2)").stdout == "2\n"  # outside a block: replaced at once, as before
+    while _prepared_runners(sb) < full and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _prepared_runners(sb) == full
