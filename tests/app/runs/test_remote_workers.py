@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -128,6 +129,21 @@ async def test_a_run_left_with_no_worker_at_all_is_reported_lost(web: RemoteRuns
     assert result.status == "killed"
     assert "no CPU worker is online any more" in result.message
     assert web.lost == 1
+
+
+async def test_workers_told_to_stop_say_goodbye_and_exit_within_seconds(web: RemoteRuns, start: Start) -> None:
+    """SIGTERM, as a host being rebooted sends: each worker finishes, says it is leaving (the web
+    routes nothing more to it at once) and exits. A slot's connection used to wait 30 s for NATS
+    to drain a subscription nobody read (most stops, not all: two workers make a miss unlikely)."""
+    workers = await start(2, slots=2)
+    assert (await web.run("print(1)", QUICK)).stdout == "1\n"
+    began = time.monotonic()
+    for worker in workers:
+        worker.proc.send_signal(signal.SIGTERM)
+    codes = [await asyncio.to_thread(worker.proc.wait, 60) for worker in workers]
+    took = time.monotonic() - began
+    assert (codes, took < 10) == ([0, 0], True), f"exits {codes} after {took:.1f} s"
+    assert not web.online(), web.online()
 
 
 async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(web: RemoteRuns, start: Start) -> None:
