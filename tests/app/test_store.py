@@ -62,3 +62,38 @@ def test_a_database_from_before_the_summaries_gets_them_from_its_attempts(tmp_pa
     _answer(reopened, "ann", "q2", "scaler", True)  # and they go on from there
     assert reopened.learner_data("ann").by_topic == {"autocast": (3, 1), "scaler": (2, 1)}
     reopened.close()
+
+
+def test_an_answer_waits_for_another_processs_write_then_is_stored(tmp_path: Path) -> None:
+    """Two server processes on one SQLite file take turns writing: an answer made while another
+    process writes waits for that write to end (in the kernel, not in SQLite's sleeping retries)
+    and is then stored, all of it."""
+    import subprocess
+    import sys
+    import threading
+
+    db = tmp_path / "a.db"
+    store = Store(f"sqlite:///{db}")
+    other = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(db) + '-writer.lock'!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('writing', flush=True)\n"
+            "sys.stdin.readline()\n"  # holds its turn until told to commit
+        )],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert other.stdout is not None and other.stdin is not None
+    assert other.stdout.readline() == "writing\n"
+    answered = threading.Event()
+    answering = threading.Thread(target=lambda: (_answer(store, "ann", "q1", "autocast", True), answered.set()))
+    answering.start()
+    assert not answered.wait(1.0), "the answer was written while another process held the turn"
+    other.stdin.write("done\n")
+    other.stdin.flush()
+    assert answered.wait(10), "the answer never got its turn"
+    answering.join()
+    other.wait(10)
+    assert store.learner_data("ann").latest == [("q1", "v1", True)]
+    store.close()
