@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.bank.load import Bank, load_bank
-
 if TYPE_CHECKING:
+    from app.bank.load import Bank
     from app.settings import Settings
 
 DEFAULT_BANK = Path("questions")
@@ -16,6 +15,8 @@ DEFAULT_BANK = Path("questions")
 
 def load_clean_bank(path: Path) -> Bank | None:
     """The bank, or None after printing its problems: commands that run questions need all of it."""
+    from app.bank.load import load_bank
+
     bank = load_bank(path)
     if not bank.problems:
         return bank

@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.bank.load import load_bank
 from app.cli.common import DEFAULT_BANK
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
+    from app.bank.load import load_bank
+
     bank = load_bank(args.path)
     for problem in sorted([*bank.problems, *bank.warnings]):
         print(problem)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.bank.schema import json_schema
-
 
 def _cmd_schema(args: argparse.Namespace) -> int:
+    from app.bank.schema import json_schema
+
     print(json.dumps(json_schema(), indent=2))
     return 0
 

@@ -24,10 +24,7 @@ def default_processes() -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.settings import Settings, SettingsError
-    from app.web.factory import create_app
 
     try:
         settings = Settings.from_env(host=args.host, port=args.port)
@@ -45,6 +42,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     where = f"{processes} processes" if processes > 1 else "1 process"
     print(f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)", file=sys.stderr)
     if processes == 1:
+        import uvicorn
+
+        from app.web.factory import create_app
+
         uvicorn.run(create_app(settings), **common)
         return 0
     return _serve_processes(settings, processes, common)
@@ -52,27 +53,42 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve_processes(settings: object, processes: int, common: dict) -> int:
     """uvicorn's process manager spawns the web processes; each builds its app from the
-    environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there first."""
-    import uvicorn
+    environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there first.
 
+    The pool starts first of all: its torch import is the longest part of start-up, and no
+    process can answer before it is done. Nothing here imports the web app (each process does)."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.store import Store
 
     assert isinstance(settings, Settings)
-    # Made once here, not raced by N processes: the cookie key file and the database's tables.
-    os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()
-    Store(settings.database_url).close()
-    host = None
+    host = snapshot = None
     if not settings.workers_url:
         # The pool starts while uvicorn spawns the processes; if it cannot, everything stops.
         host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGINT)).start()
         os.environ[Settings.env_name("workers_url")] = host.url
-    for name in ("host", "port"):  # flags given on the command line reach the processes too
-        os.environ[Settings.env_name(name)] = str(getattr(settings, name))
     try:
+        import uvicorn
+
+        from app.live_bank import SNAPSHOT_ENV, BankSnapshot
+        from app.store import Store
+
+        # Made once here, not raced by N processes: the cookie key file and the database's tables.
+        os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()
+        Store(settings.database_url).close()
+        for name in ("host", "port"):  # flags given on the command line reach the processes too
+            os.environ[Settings.env_name(name)] = str(getattr(settings, name))
+        # The bank's files are read once, here, while the processes import the web app: each
+        # then starts from what was read instead of parsing every file itself.
+        snapshot = BankSnapshot(settings.bank).start()
+        os.environ[SNAPSHOT_ENV] = str(snapshot.path)
         uvicorn.run("app.web.factory:create_app", factory=True, workers=processes, **common)
+    except KeyboardInterrupt:
+        # The pool failed (its SIGINT) before uvicorn took over the signal: say why below.
+        if host is None or host.failure is None:
+            raise
     finally:
+        if snapshot is not None:
+            snapshot.close()
         if host is not None:
             host.close()
     if host is not None and host.failure:

@@ -9,11 +9,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.bank.load import Bank
 from app.cli.common import DEFAULT_BANK, load_clean_bank, remote_settings
-from app.verify.record import load_records, stale_entries, write_record
 
 if TYPE_CHECKING:
+    from app.bank.load import Bank
     from app.verify.check import KeyCheck
 
 
@@ -60,6 +59,7 @@ def _show(args: argparse.Namespace, bank: Bank) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from app.verify.check import verify_questions
+    from app.verify.record import load_records, stale_entries
     from sandbox import Sandbox
 
     bank = load_clean_bank(args.path)
@@ -117,6 +117,8 @@ def _report(
     args: argparse.Namespace, bank: Bank, checks: list[KeyCheck], environment: dict, records: list, stale_before: list[str]
 ) -> int:
     """Writes the record (with --record) and prints what one environment's checks found."""
+    from app.verify.record import write_record
+
     counts = {k: sum(o.result == k for o in checks) for k in ("pass", "fail", "skip")}
     if args.record:
         record = write_record(args.path, environment, checks, bank, records=records, partial=bool(args.only))

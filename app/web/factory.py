@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.live_bank import LiveBank
+from app.live_bank import SNAPSHOT_ENV, LiveBank
 from app.proofs import ProofBook, Prover
 from app.question_runs import QuestionRuns
 from app.run_queue import RunQueue
@@ -54,7 +55,7 @@ def create_app(
     the backend `settings.workers_url` names is opened); `clock`: for reviews."""
     settings = settings or Settings.from_env()
     store = Store(settings.database_url)
-    live_bank = LiveBank(settings.bank)
+    live_bank = LiveBank(settings.bank, snapshot=os.environ.get(SNAPSHOT_ENV))  # set by `serve --processes N`
     templates = make_templates()
 
     @asynccontextmanager

@@ -75,3 +75,90 @@ def test_the_live_bank_keeps_what_it_served_when_a_newer_file_takes_an_id(tmp_pa
     bank = live.current()
     assert bank.question("shared-id").question.prompt == "SERVED AGAIN"
     assert [p.path for p in bank.problems] == [str(tmp_path / "a-new.yaml")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: [1, 2.5, true, null, ~, 2020-01-02, 0x10, 1_000, yes, 'yes', .inf]\n",
+        "base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n",  # a merge key
+        "a: &x [1, 2]\nb: *x\n",  # an anchored sequence used twice
+        "a: &s hello\nb: *s\n",
+        "? [1, 2]\n: 3\n",  # an unhashable key: PyYAML's error
+        "a: !!binary aGVsbG8=\nb: !!set {x, y}\nc: !!omap [x: 1]\n",
+        "a: !foo bar\n",  # an unknown tag: PyYAML's error
+        "1: one\n2.5: two\nnull: three\ntrue: four\n",
+        "- a\n- b: {c: [d, {e: f}]}\n",
+        "a: !!str 12\nb: !!int '12'\n",
+        "= : 1\n",
+    ],
+)
+def test_files_are_built_as_pyyaml_builds_them(text: str) -> None:
+    import yaml
+
+    from app.bank.load import _LOADER, _construct_document
+
+    def pyyaml() -> object:
+        try:
+            return yaml.load(text, Loader=_LOADER)
+        except yaml.YAMLError as exc:
+            return str(exc)
+
+    def ours() -> object:
+        loader = _LOADER(text)
+        try:
+            return _construct_document(loader.get_single_node(), loader)
+        except yaml.YAMLError as exc:
+            return str(exc)
+        finally:
+            loader.dispose()
+
+    assert repr(ours()) == repr(pyyaml())
+
+
+def test_a_web_process_starts_from_the_snapshot_and_reads_only_changed_files(tmp_path: Path) -> None:
+    from app.bank import load
+    from app.live_bank import BankSnapshot, LiveBank
+
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    write(bank, "a.yaml", one_question("qa", "A"), 1_000_000_000)
+    write(bank, "b.yaml", one_question("qb", "B"), 1_000_000_000)
+    snapshot = BankSnapshot(bank).start()
+    try:
+        snapshot._thread.join()  # type: ignore[union-attr]
+        write(bank, "b.yaml", one_question("qb", "B, edited since"), 2_000_000_000)
+        read: list[str] = []
+        real = load.load_file
+
+        def counting(path: Path, display: str | None = None):  # type: ignore[no-untyped-def]
+            read.append(path.name)
+            return real(path, display)
+
+        load.load_file = counting  # type: ignore[assignment]
+        try:
+            live = LiveBank(bank, snapshot=snapshot.path)
+        finally:
+            load.load_file = real  # type: ignore[assignment]
+        assert read == ["b.yaml"]
+        assert live.bank.question("qa").question.prompt == "A"
+        assert live.bank.question("qb").question.prompt == "B, edited since"
+    finally:
+        snapshot.close()
+    assert not snapshot.folder.exists()
+
+
+def test_a_snapshot_of_another_folder_or_a_failed_one_is_not_used(tmp_path: Path) -> None:
+    from app.live_bank import BankSnapshot, read_snapshot
+
+    write(tmp_path, "a.yaml", one_question("qa", "A"), 1_000_000_000)
+    snapshot = BankSnapshot(tmp_path).start()
+    try:
+        snapshot._thread.join()  # type: ignore[union-attr]
+        assert read_snapshot(snapshot.path, tmp_path)
+        assert read_snapshot(snapshot.path, tmp_path / "elsewhere") == {}
+        snapshot.path.write_bytes(b"")  # what a failed read leaves
+        assert read_snapshot(snapshot.path, tmp_path) == {}
+        assert read_snapshot(snapshot.folder / "never-written", tmp_path, wait_s=0.05) == {}
+    finally:
+        snapshot.close()
