@@ -42,6 +42,7 @@ from sandbox.isolation import (
 )
 
 _PROC_FLAGS = MS_NOSUID | MS_NODEV | filesystem.MS_NOEXEC
+_OWN_TMP = ("/tmp", "/var/tmp")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class RootTemplate:
     """What the root gives every run (allow-listed filesystem, minimal /dev, hidden paths, ...)."""
     etc: dict[str, bytes | str] = field(default_factory=dict)
     """The host's /etc files a run sees besides the generated ones: contents, or a link's target."""
+    kept_in_tmp: tuple[str, ...] = ()
+    """Allowed folders under /tmp or /var/tmp (a checkout or a virtual environment there): a run's
+    own tmpfs would cover them, so each run binds them again on top of it."""
 
 
 class NotIsolated(RuntimeError):
@@ -121,7 +125,13 @@ def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) ->
         os.waitpid(pid, 0)
     if fd is None:
         return None
-    return RootTemplate(fd, tuple(json.loads(said)), _etc_snapshot())
+    return RootTemplate(fd, tuple(json.loads(said)), _etc_snapshot(), _kept_in_tmp(allowed))
+
+
+def _kept_in_tmp(allowed: list[str]) -> tuple[str, ...]:
+    found = sorted({os.path.realpath(p) for p in allowed if os.path.exists(p)})
+    found = [p for p in found if any(filesystem._within(p, t) and p != t for t in _OWN_TMP)]
+    return tuple(p for i, p in enumerate(found) if not any(filesystem._within(p, q) for q in found[:i]))
 
 
 def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
@@ -136,9 +146,16 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
         raise NotIsolated(f"could not copy the runs' root template: {exc}") from exc
     try:
         mount("proc", "/proc", "proc", _PROC_FLAGS)
+        kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in template.kept_in_tmp}
         tmp = f"size={tmp_bytes},mode=1777"
-        for folder in ("/tmp", "/var/tmp"):
+        for folder in _OWN_TMP:
             mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, tmp)
+        # Read-only, on top of the tmpfs, with what the template mounted inside them (the covers
+        # of hidden paths: the server's data folder in a checkout under /tmp stays hidden).
+        for path, handle in kept.items():
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            filesystem._bind_ro(handle, path)
+            os.close(handle)
         mount("tmpfs", "/dev/shm", "tmpfs", _PROC_FLAGS, tmp)
         _own_etc(template.etc, uid)
     except OSError as exc:  # a copy of the template with a folder missing: not a run's root

@@ -234,3 +234,29 @@ def test_two_runs_at_once_share_no_folder_either_can_write(sb: Sandbox) -> None:
     assert seen == "[]", looked.stdout
     assert looker_name == "sandbox" and looker_uid != writer_uid, looked.stdout
     assert_still_works(sb)
+
+
+@pytest.mark.own_pool  # a pool whose allowed folders include one under /tmp
+def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_runs_own(tmp_path: Path) -> None:
+    """A checkout or a virtual environment under /tmp (a CI clone, say): each run's own /tmp used
+    to cover it, so whatever torch imports lazily failed with ModuleNotFoundError and a printed
+    tensor came out empty. The folder is bound again, read-only, on top of the run's tmpfs."""
+    kept = tmp_path / "site-packages"
+    kept.mkdir()
+    (kept / "kept_under_tmp.py").write_text("VALUE = 42\n")
+    (tmp_path / "beside-it.txt").write_text("not allowed")
+    pool = Sandbox(workers=1)
+    pool._config["keep"] = [*pool._config["keep"], str(kept)]
+    with pool:
+        r = pool.run(textwrap.dedent(f"""
+            import os, sys
+            sys.path.insert(0, {str(kept)!r})
+            import kept_under_tmp
+            print(kept_under_tmp.VALUE, os.access({str(kept)!r}, os.W_OK), os.path.exists({str(tmp_path / 'beside-it.txt')!r}))
+            open("/tmp/mine.txt", "w").write("x")
+            print(sorted(os.listdir("/tmp")))
+        """))
+    assert r.status == "ok", r
+    first, listing = r.stdout.splitlines()
+    assert first == "42 False False"
+    assert "mine.txt" in listing and "beside-it.txt" not in listing
