@@ -33,6 +33,8 @@ from nats.js.api import (
     StreamConfig,
 )
 
+from app.runs.messages import MAX_LIMITS
+
 log = logging.getLogger("ampquiz.runs")
 
 STREAM = "AMPQUIZ_RUNS"
@@ -69,6 +71,20 @@ enough for a worker to restart (import torch, prepare its pool)."""
 STREAM_MAX_AGE_S = 3600.0
 
 
+def patience_s(wall_s: float) -> float:
+    """How long a web process waits for a run with this wall limit, and so the deadline its
+    request carries (a worker drops a request past it, unrun): each delivery may take the wall
+    limit plus the lease margin, and a dead worker's run waits ACK_WAIT_S before its second."""
+    return MAX_DELIVERIES * (wall_s + LEASE_MARGIN_S + ACK_WAIT_S) + 30
+
+
+DUPLICATE_WINDOW_S = patience_s(MAX_LIMITS.wall_s) + 60
+"""The server drops a run request whose id it saw this recently: longer than the latest deadline
+a request can carry, so a signed request captured and published again is dropped by the server
+while it could still be run, and by the workers once its deadline has passed. (With 120 s, a
+request with a long wall limit could be replayed, and run again, between the two.)"""
+
+
 async def connect(url: str, name: str, *, reconnect: bool = True) -> Any:
     """A NATS connection that says what went wrong in one log line (nats-py's default prints a
     traceback for every failed attempt). Without `reconnect` (a one-off command) a server out of
@@ -100,7 +116,7 @@ async def ensure_layout(js: JetStreamContext, queue_limit: int) -> None:
         max_msgs=max(1, queue_limit),
         discard=DiscardPolicy.NEW,
         max_age=STREAM_MAX_AGE_S,
-        duplicate_window=120.0,
+        duplicate_window=DUPLICATE_WINDOW_S,
     )
     try:
         await js.add_stream(config)

@@ -147,9 +147,7 @@ class RemoteRuns:
             assert refused is not None
             return refused
         run_id = uuid.uuid4().hex
-        # Each delivery may take the run's wall limit plus the lease margin, and a dead worker's
-        # run waits ACK_WAIT_S before its second delivery; past all that nobody waits for it.
-        patience = layout.MAX_DELIVERIES * (limits.wall_s + layout.LEASE_MARGIN_S + layout.ACK_WAIT_S) + 30
+        patience = layout.patience_s(limits.wall_s)
         waiting = Waiting(asyncio.get_running_loop().create_future(), routed, time.monotonic() + patience)
         self._waiting[run_id] = waiting
         subject, body = layout.RUN_SUBJECT.format(device=routed), RunRequest(run_id, code, limits, explain, device).encode()

@@ -16,7 +16,7 @@ import nats
 import pytest
 
 from app.runs import jetstream as layout
-from app.runs.messages import RunRequest, encode_result
+from app.runs.messages import MAX_LIMITS, RunRequest, encode_result
 from app.runs.remote import RemoteRuns
 from app.runs.signing import SIGNATURE_HEADER, Signer
 from sandbox import RunResult
@@ -96,6 +96,29 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
     # Dropped for good, not left to be delivered again.
     assert (consumer.num_pending, consumer.num_ack_pending, consumer.num_redelivered) == (0, 0, 0)
     assert "pwned" not in worker.log.read_text()
+
+
+async def test_a_captured_run_request_published_again_is_not_run_twice(web: RemoteRuns, start: Start) -> None:
+    """Whoever can read the queue can copy a signed request and publish it again, byte for byte.
+    The server drops it by its id for longer than any request's deadline (past which the
+    workers drop it, unrun): with its old 120 s window, a run with a long wall limit could be
+    replayed, and run again, in between."""
+    (worker,) = await start(1)
+    nc = await outsider()
+    seen = await overhear(nc, layout.RUN_SUBJECT.format(device="*"))
+    try:
+        assert (await web.run("print('once')", QUICK)).stdout == "once\n"
+        await until(lambda: bool(seen) and status_of(web, worker.id)["done"] == 1)
+        copy = seen[0]
+        replayed = await nc.jetstream().publish(copy.subject, copy.data, headers=dict(copy.headers))
+        await asyncio.sleep(1.5)  # a worker would have taken it by now, and announced it
+        info = await nc.jetstream().stream_info(layout.STREAM)
+    finally:
+        await nc.close()
+    assert replayed.duplicate is True
+    assert status_of(web, worker.id)["done"] == 1
+    longest_deadline = layout.patience_s(MAX_LIMITS.wall_s)
+    assert info.config.duplicate_window is not None and info.config.duplicate_window >= longest_deadline
 
 
 async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, start: Start) -> None:
