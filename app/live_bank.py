@@ -12,6 +12,7 @@ web process starts from what was read, and reads again only the files changed si
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -58,8 +59,10 @@ class BankSnapshot:
     what loading the file gave, so a process still reads again any file changed since.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, cpus: set[int] | None = None) -> None:
         self.root = Path(root)
+        self.cpus = cpus
+        """The cores its thread reads on (`serve` leaves one to the sandbox pool's start)."""
         self.folder = Path(tempfile.mkdtemp(prefix="ampquiz-bank-"))  # 0700: only this user
         self.path = self.folder / "bank.pickle"
         self._thread: threading.Thread | None = None
@@ -70,6 +73,9 @@ class BankSnapshot:
         return self
 
     def _write(self) -> None:
+        if self.cpus:
+            with contextlib.suppress(OSError):  # this thread only (Linux); it ends once written
+                os.sched_setaffinity(0, self.cpus)
         cache: FileCache = {}
         collecting = gc.isenabled()
         gc.disable()  # as in `LiveBank.reload`: a collection would walk every node read meanwhile

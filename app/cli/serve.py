@@ -51,6 +51,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return _serve_processes(settings, processes, common)
 
 
+def _startup_cpus() -> set[int] | None:
+    """The cores the web processes (and the bank's one read) start on: every core this process
+    may use but one, left to the sandbox pool's start, a single thread (the zygote's torch import)
+    and the longest part of start-up, which beside them got a third of a core. None with one core."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return set(cpus[:-1]) if len(cpus) > 1 else None
+
+
 def _serve_processes(settings: object, processes: int, common: dict) -> int:
     """uvicorn's process manager spawns the web processes; each builds its app from the
     environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there first.
@@ -79,9 +89,12 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
             os.environ[Settings.env_name(name)] = str(getattr(settings, name))
         # The bank's files are read once, here, while the processes import the web app: each
         # then starts from what was read instead of parsing every file itself.
-        snapshot = BankSnapshot(settings.bank).start()
+        cpus = _startup_cpus() if host is not None else None
+        snapshot = BankSnapshot(settings.bank, cpus=cpus).start()
         os.environ[SNAPSHOT_ENV] = str(snapshot.path)
-        uvicorn.run("app.web.factory:create_app", factory=True, workers=processes, **common)
+        if cpus:  # read by `app.web.process`
+            os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
+        uvicorn.run("app.web.process:create_app", factory=True, workers=processes, **common)
     except KeyboardInterrupt:
         # The pool failed (its SIGINT) before uvicorn took over the signal: say why below.
         if host is None or host.failure is None:

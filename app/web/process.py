@@ -1,0 +1,41 @@
+"""What `ampquiz serve --processes N` has uvicorn import in each web process it spawns:
+`create_app`, started so that the sandbox pool's own start is not slowed down by it.
+
+- No cyclic garbage collection until the app is built. A web process starts by importing the
+  whole web stack and taking in the bank: hundreds of thousands of long-lived objects and no
+  garbage worth a collection, yet the collector would walk them again and again as they pile up
+  (about a tenth of its start-up CPU). The bank's load then freezes everything alive out of the
+  collector's way (`LiveBank.reload`).
+- On the cores `serve` names in `_AMPQUIZ_STARTUP_CPUS` (all but one) until the app is built,
+  then on every core again. The pool's start (the zygote's torch import, one thread, the
+  longest part of start-up) then has a core to itself instead of a third of one beside the web
+  processes, while they start on the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+
+gc.disable()
+
+STARTUP_CPUS_ENV = "_AMPQUIZ_STARTUP_CPUS"
+_allowed: set[int] = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+_start_on = {int(c) for c in os.environ.get(STARTUP_CPUS_ENV, "").split(",") if c.isdigit()} & _allowed
+if _start_on and _start_on != _allowed:
+    os.sched_setaffinity(0, _start_on)
+
+from fastapi import FastAPI
+
+from app.web.factory import create_app as _create_app
+
+
+def create_app() -> FastAPI:
+    try:
+        return _create_app()
+    finally:
+        gc.enable()
+        if _start_on and _start_on != _allowed:
+            with contextlib.suppress(OSError):  # the cores allowed changed meanwhile: keep these
+                os.sched_setaffinity(0, _allowed)
