@@ -306,9 +306,12 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
         for n in args.learners:
             rounds: dict[str, list[Round]] = {"bare": [], **{name: [] for name in learners}}
             per = args.requests // args.rounds
-            for _ in range(args.rounds):
+            order = list(learners.items())
+            for turn in range(args.rounds):
                 rounds["bare"].append(await bare_round(bare_conns[:n], per, bare[0].pid))
-                for name, group in learners.items():
+                # Each round starts with another server: the one measured right after the bare
+                # app did worse at 200 learners even against a copy of its own code.
+                for name, group in order[turn % len(order):] + order[:turn % len(order)]:
                     rounds[name].append(await group.round(n, per, servers[name][0].pid))
             results[n] = {name: merge(rs) for name, rs in rounds.items()}
             report(n, results[n])
