@@ -61,6 +61,9 @@ LEASE_EVERY_S = 1.0
 LEASE_MARGIN_S = 5.0
 ANNOUNCE_S = 1.0
 OFFLINE_AFTER_S = 3.5
+FORGET_AFTER_S = 600.0
+"""A worker not heard from for this long is forgotten by the web (it was listed offline long
+before): a worker that restarts comes back under a new id."""
 ANNOUNCEMENT_FRESH_S = 30.0
 """An announcement sent longer ago than this (by the sender's clock) is not believed: a replayed
 one cannot keep a dead worker online. The hosts' clocks must agree within it (the runs'

@@ -178,12 +178,16 @@ class RemoteRuns:
             self._waiting.pop(run_id, None)
 
     async def _watch(self) -> None:
-        """Every half second: a run is reported lost when no worker of its kind has been online
-        for a while (JetStream only gives up on a run while some worker is asking for runs), or
-        when its whole patience ran out. JetStream's own give-up is `_on_gave_up`."""
+        """Every half second: workers silent for long are forgotten, and a run is reported lost
+        when no worker of its kind has been online for a while (JetStream only gives up on a run
+        while some worker is asking for runs), or when its whole patience ran out. JetStream's
+        own give-up is `_on_gave_up`."""
         while True:
             await asyncio.sleep(0.5)
             now = time.monotonic()
+            for worker_id, said in list(self._announced.items()):
+                if now - said.get("_seen", now) > layout.FORGET_AFTER_S:
+                    del self._announced[worker_id]  # each restart is a new id: do not keep them all
             for waiting in list(self._waiting.values()):
                 if waiting.result.done():
                     continue

@@ -146,6 +146,17 @@ async def test_workers_told_to_stop_say_goodbye_and_exit_within_seconds(web: Rem
     assert not web.online(), web.online()
 
 
+async def test_a_worker_silent_for_long_is_forgotten_not_kept_forever(web: RemoteRuns, start: Start) -> None:
+    """Every restart of a worker is a new id: the web forgets one it has not heard from for
+    FORGET_AFTER_S (long after listing it offline), so a web up for months does not keep them all."""
+    (alive,) = await start(1)
+    web._announced["gone-host-123"] = {**status_of(web, alive.id), "id": "gone-host-123",
+                                       "_seen": time.monotonic() - layout.FORGET_AFTER_S - 1}  # fmt: skip
+    await until(lambda: "gone-host-123" not in web._announced)
+    await asyncio.sleep(1.5)  # the live worker, heard every second, stays
+    assert [w["id"] for w in web.online()] == [alive.id]
+
+
 async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(web: RemoteRuns, start: Start) -> None:
     await start(1)
     started = time.monotonic()
