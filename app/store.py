@@ -8,23 +8,18 @@ store.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
 import json
-import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, case, event, func, inspect, or_, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlalchemy import bindparam, case, func, inspect, or_
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel, select
 
+from app.database import SqliteWriterTurn, add_missing_columns, make_engine, reconnecting
 from app.tables import (
     Attempt,
     LastAnswer,
@@ -64,132 +59,6 @@ class LearnerData:
     """Review cards by question id (without the scheduler's JSON, which no page shows)."""
     recent: list[AttemptRow] = field(default_factory=list)
     """The newest attempts, newest first."""
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cur = dbapi_connection.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")  # readers do not wait for the writer
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=5000")
-    cur.close()
-
-
-POOLED = 12
-"""Connections each process keeps open. More than the threads that reach the database at once in
-a busy process (the event loop's default executor: cores + 4): SQLAlchemy's default of 5 made the
-6th a new connection for every request, closed after it (for SQLite, a file opened, its pragmas
-set and its schema parsed again; for PostgreSQL, a new backend)."""
-
-
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; for a SQLite file, its folder is created and WAL mode is on."""
-    parsed = make_url(url)
-    if parsed.drivername.startswith("sqlite"):
-        in_memory = parsed.database in (None, "", ":memory:")
-        if not in_memory:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        # In memory, every connection would get its own empty database: share one.
-        pool = {"poolclass": StaticPool} if in_memory else {"pool_size": POOLED, "max_overflow": 3 * POOLED}
-        engine = create_engine(url, connect_args={"check_same_thread": False}, **pool)
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
-    # No `pool_pre_ping`: its round trip on every checkout cost ~0.3 ms of CPU per request. A
-    # connection the server dropped (a restart) fails once instead; SQLAlchemy then replaces every
-    # pooled connection, and the store's own calls try once more (`_reconnecting`).
-    return create_engine(url, pool_size=POOLED, max_overflow=POOLED)
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _reconnecting(method: F) -> F:
-    """Calls `method` again, once, when the database dropped its connection (the server
-    restarted): the pool has then thrown its connections away, so the second call gets a fresh
-    one. Safe to repeat: the failed call's transaction was never committed (a recorded attempt's
-    `submit_id` guards the rare commit whose answer was lost)."""
-
-    @functools.wraps(method)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                raise
-            return method(*args, **kwargs)
-
-    return call  # type: ignore[return-value]
-
-
-def add_missing_columns(engine: Engine) -> list[str]:
-    """Brings a database made by an earlier version up to date: adds the columns and indexes
-    later versions added (every later column has a default, so old rows stay valid). Returns what
-    it added. The only schema change ampquiz makes in place; nothing is ever dropped."""
-    added = []
-    have_tables = set(inspect(engine).get_table_names())
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if table.name not in have_tables:
-                continue
-            have = {c["name"] for c in inspect(conn).get_columns(table.name)}
-            for column in table.columns:
-                if column.name in have:
-                    continue
-                kind = column.type.compile(engine.dialect)
-                default = " NOT NULL DEFAULT ''" if not column.nullable else ""
-                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}{default}'))
-                added.append(f"{table.name}.{column.name}")
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
-    return added
-
-
-class SqliteWriterTurn:
-    """One writer at a time on a SQLite file, across the threads and the processes of the server
-    (`serve --processes N`), each waiting in the kernel for its turn.
-
-    SQLite itself takes one writer at a time, but a writer that finds the file locked polls for
-    it with sleeps of up to 100 ms (busy_timeout): with a thread per request and two processes,
-    answers slept there while reads queued behind them (p99 1.5 s at 200 learners). Here a
-    writer takes a thread lock, then an exclusive `flock` on a file beside the database, and has
-    its turn the moment the previous writer commits. An in-memory database (one process) needs
-    only the thread lock."""
-
-    def __init__(self, database: str | None) -> None:
-        self._thread_turn = threading.Lock()
-        self._path = None if not database or database == ":memory:" else Path(database + "-writer.lock")
-        self._fd: int | None = None
-        self._fd_pid = 0
-
-    def _lock_file(self) -> int | None:
-        if self._path is None:
-            return None
-        if self._fd is None or self._fd_pid != os.getpid():  # a forked process opens its own
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self._fd_pid = os.getpid()
-        return self._fd
-
-    def __enter__(self) -> None:
-        self._thread_turn.acquire()
-        try:
-            fd = self._lock_file()
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            self._thread_turn.release()
-            raise
-
-    def __exit__(self, *_exc: object) -> None:
-        try:
-            if self._fd is not None and self._fd_pid == os.getpid():
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._thread_turn.release()
-
-    def close(self) -> None:
-        if self._fd is not None and self._fd_pid == os.getpid():
-            os.close(self._fd)
-        self._fd = None
 
 
 class Store:
@@ -236,13 +105,13 @@ class Store:
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
-    @_reconnecting
+    @reconnecting
     def ping(self) -> bool:
         with self.engine.connect() as conn:
             conn.execute(select(1)).one()
         return True
 
-    @_reconnecting
+    @reconnecting
     def record_attempt(
         self,
         learner_id: str,
@@ -305,13 +174,13 @@ class Store:
                 raise
             return earlier, False
 
-    @_reconnecting
+    @reconnecting
     def submitted(self, learner_id: str, submit_id: str) -> AttemptRow | None:
         with self.reads.connect() as conn:
             row = conn.execute(_BY_SUBMIT, {"learner": learner_id, "submit": submit_id}).first()
         return _attempt(row) if row is not None else None
 
-    @_reconnecting
+    @reconnecting
     def card(self, learner_id: str, question_id: str, fingerprint: str = "") -> CardRow | None:
         """The learner's review card for this version of the question (None for another's)."""
         with self.reads.connect() as conn:
@@ -321,7 +190,7 @@ class Store:
             return None
         return card
 
-    @_reconnecting
+    @reconnecting
     def question_state(
         self, learner_id: str, question_id: str, fingerprint: str = "", attempt_id: int | None = None
     ) -> QuestionState:
@@ -346,32 +215,32 @@ class Store:
         with self._session() as s:
             return list(s.exec(select(Attempt).order_by(Attempt.id)))
 
-    @_reconnecting
+    @reconnecting
     def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
         with self.reads.connect() as conn:
             row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
         return _attempt(row) if row is not None else None
 
-    @_reconnecting
+    @reconnecting
     def attempts_since(self, learner_id: str, since: datetime) -> list[AttemptRow]:
         """The learner's attempts made at or after `since`, oldest first (a review session's)."""
         with self.reads.connect() as conn:
             rows = conn.execute(_SINCE, {"learner": learner_id, "since": since}).all()
         return [_attempt(r) for r in rows]
 
-    @_reconnecting
+    @reconnecting
     def stored_run(self, key: str) -> str | None:
         """A question run kept by `keep_run` (its JSON), or None."""
         with self.reads.connect() as conn:
             return conn.execute(_STORED_RUN, {"key": key}).scalar()
 
-    @_reconnecting
+    @reconnecting
     def keep_run(self, key: str, result_json: str) -> None:
         """Keeps a question's run for every process; one already kept under `key` stays."""
         with self._writer, self.engine.begin() as conn:
             conn.execute(self._add_run, {"key": key, "result": result_json, "created_at": utcnow()})
 
-    @_reconnecting
+    @reconnecting
     def learner_data(self, learner_id: str | None, recent: int = 100) -> LearnerData:
         """What one learner's pages need, summarised by the database: it grows with what the
         learner answered, never with all their attempts (or the bank)."""
