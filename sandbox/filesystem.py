@@ -65,6 +65,13 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def outermost(folders: set[str]) -> list[str]:
+    """The resolved `folders` none of the others holds, sorted: binding a folder brings along
+    what is inside it."""
+    found = sorted(folders)
+    return [p for i, p in enumerate(found) if not any(_within(p, q) for q in found[:i])]
+
+
 def _bind_ro(fd: int, target: str, *, rec: bool = True) -> None:
     mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | (MS_REC if rec else 0))
     mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -90,8 +97,7 @@ def allow_listed_root(allowed: list[str], hide: list[str], *, uid: int, tmp_byte
 def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp_bytes: int, cuda: bool) -> list[str]:
     """The root, built on a tmpfs at _BASE and pivoted into: a run's (`uid`), or with `uid` None
     the template every run copies (`sandbox.root_template`), without what each run mounts itself."""
-    sources = sorted({os.path.realpath(p) for p in [*SYSTEM_DIRS, *allowed] if os.path.exists(p)} - {"/"})
-    sources = [p for i, p in enumerate(sources) if not any(_within(p, q) for q in sources[:i])]
+    sources = outermost({os.path.realpath(p) for p in [*SYSTEM_DIRS, *allowed] if os.path.exists(p)} - {"/"})
     links = {p: os.readlink(p) for p in TOP_LEVEL if os.path.islink(p)}
     files = [p for p in SYSTEM_FILES if os.path.exists(p) and not os.path.islink(p)]
     links |= {p: os.readlink(p) for p in SYSTEM_FILES if os.path.islink(p)}

@@ -129,9 +129,8 @@ def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) ->
 
 
 def _kept_in_tmp(allowed: list[str]) -> tuple[str, ...]:
-    found = sorted({os.path.realpath(p) for p in allowed if os.path.exists(p)})
-    found = [p for p in found if any(filesystem._within(p, t) and p != t for t in _OWN_TMP)]
-    return tuple(p for i, p in enumerate(found) if not any(filesystem._within(p, q) for q in found[:i]))
+    resolved = {os.path.realpath(p) for p in allowed if os.path.exists(p)}
+    return tuple(filesystem.outermost({p for p in resolved if any(p.startswith(t + "/") for t in _OWN_TMP)}))
 
 
 def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
