@@ -72,7 +72,9 @@ def outermost(folders: set[str]) -> list[str]:
     return [p for i, p in enumerate(found) if not any(_within(p, q) for q in found[:i])]
 
 
-def _bind_ro(fd: int, target: str, *, rec: bool = True) -> None:
+def bind_read_only(fd: int, target: str, *, rec: bool = True) -> None:
+    """The folder (or file) behind the handle `fd`, bound at `target` read-only (with what is
+    mounted inside it when `rec`)."""
     mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | (MS_REC if rec else 0))
     mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
@@ -167,14 +169,14 @@ def _populate(
         if path in handles:
             os.makedirs(base + path, exist_ok=True)
             try:
-                _bind_ro(handles[path], base + path)
+                bind_read_only(handles[path], base + path)
             except OSError:
                 os.rmdir(base + path)  # a folder the host will not share: absent, not empty
     for path in files:
         if path in handles and (uid is not None or not path.startswith("/etc/")):
             os.makedirs(os.path.dirname(base + path), exist_ok=True)
             open(base + path, "x").close()
-            _bind_ro(handles[path], base + path, rec=False)
+            bind_read_only(handles[path], base + path, rec=False)
     for path, target in links.items():
         if uid is not None or not path.startswith("/etc/"):
             os.makedirs(os.path.dirname(base + path), exist_ok=True)
@@ -238,7 +240,7 @@ def _cover_keeping(path: str, keep: list[str], options: str) -> None:
     mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
     for k, fd in fds:
         os.makedirs(k, exist_ok=True)
-        _bind_ro(fd, k)
+        bind_read_only(fd, k)
         os.close(fd)
 
 

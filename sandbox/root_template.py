@@ -153,7 +153,7 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
         # of hidden paths: the server's data folder in a checkout under /tmp stays hidden).
         for path, handle in kept.items():
             os.makedirs(path, mode=0o755, exist_ok=True)
-            filesystem._bind_ro(handle, path)
+            filesystem.bind_read_only(handle, path)
             os.close(handle)
         mount("tmpfs", "/dev/shm", "tmpfs", _PROC_FLAGS, tmp)
         _own_etc(template.etc, uid)
