@@ -19,7 +19,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, select
 
-from app.database import SqliteWriterTurn, add_missing_columns, make_engine, reconnecting
+from app.database import (
+    DriverQuery,
+    SqliteWriterTurn,
+    add_missing_columns,
+    make_engine,
+    reconnecting,
+)
 from app.tables import (
     Attempt,
     LastAnswer,
@@ -93,9 +99,25 @@ class Store:
             "attempts": _TOPICS.c.attempts + new.attempts, "right_attempts": _TOPICS.c.right_attempts + new.right_attempts,
         })  # fmt: skip
         self._known_learners: set[str] = set()
+        # The learner's busiest reads, on the driver's cursor (see DriverQuery).
+        self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent = (
+            DriverQuery(self.engine, q) for q in (_QUESTION_STATE, _ATTEMPT, _LATEST, _BY_TOPIC, _CARDS, _RECENT)
+        )
         self._writer: contextlib.AbstractContextManager[Any] = (
             SqliteWriterTurn(self.engine.url.database) if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
+
+    @property
+    def useful_threads(self) -> int:
+        """How many threads gain from calling this store at once (the web's page threads).
+
+        SQLite: one. Its writers take turns anyway, and its driver lets go of the GIL around every
+        row it steps through, so with more threads each row became a hand-over of the GIL between
+        threads: the event loop's default pool (cores + 4 threads) cost 1.6-1.75 ms of CPU per
+        learner request where one thread cost 1.05-1.35 (bench/learners.py's round, 50 learners,
+        one process). PostgreSQL: two, so one thread's Python runs while the other waits for a
+        round trip (1.57 ms against 1.63 with one and 1.73 with four, same round)."""
+        return 1 if self.engine.dialect.name == "sqlite" else 2
 
     def close(self) -> None:
         if isinstance(self._writer, SqliteWriterTurn):
@@ -198,12 +220,13 @@ class Store:
         card is due: all a question page needs, in one cheap query (it is the busiest page). With
         `attempt_id`, that attempt is read too (the result page), on the same connection."""
         with self.reads.connect() as conn:
-            correct, due = conn.execute(
-                _QUESTION_STATE, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
-            ).one()
+            ((correct, due),) = self._question_state.rows(
+                conn, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
+            )
             row = None
             if attempt_id is not None:
-                row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
+                found = self._attempt_by_id.rows(conn, {"id": attempt_id, "learner": learner_id})
+                row = found[0] if found else None
         return QuestionState(
             None if correct is None else bool(correct),
             as_utc(due) if due is not None else None,
@@ -247,13 +270,11 @@ class Store:
         if not learner_id:
             return LearnerData()
         key = {"learner": learner_id}
-        # `.all()`, not iteration: iterating a result fetches each row with a call of its own
-        # (a third of this method's CPU for a learner with a hundred questions answered).
         with self.reads.connect() as conn:
-            latest = [(q, f, bool(c)) for q, f, c in conn.execute(_LATEST, key).all()]
-            by_topic = {t: (n, int(r or 0)) for t, n, r in conn.execute(_BY_TOPIC, key).all()}
-            cards = {r[1]: _card(r) for r in conn.execute(_CARDS, key).all()}
-            newest = [_attempt(r) for r in conn.execute(_RECENT, {**key, "limit": recent}).all()] if recent else []
+            latest = self._latest.rows(conn, key)
+            by_topic = {t: (n, int(r or 0)) for t, n, r in self._by_topic.rows(conn, key)}
+            cards = {r[1]: _card(r) for r in self._cards.rows(conn, key)}
+            newest = [_attempt(r) for r in self._recent.rows(conn, {**key, "limit": recent})] if recent else []
         return LearnerData(latest, by_topic, cards, newest)
 
 

@@ -18,7 +18,7 @@ from pydantic_core import to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
 from app.grading import AnswerError, grade, regrade
-from app.progress import Standing
+from app.progress import Standing, as_dicts
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
@@ -301,8 +301,8 @@ async def progress(state: State, learner: Learner) -> Any:
     standing = state.standing(learner)
     return {
         "totals": standing.totals(),
-        "topics": standing.topics(),
+        "topics": as_dicts(standing.topics()),
         "sets": [_set_out(standing, s) for s in state.bank.sets],
-        "history": standing.history(),
-        "review": standing.queue(),
+        "history": as_dicts(standing.history()),
+        "review": as_dicts(standing.queue()),
     }

@@ -11,6 +11,7 @@ import logging
 import math
 import os
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -77,6 +78,7 @@ def create_app(
         app.state.web = WebState(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
             live_bank=live_bank, proofs=proofs, templates=templates, clock=clock or utcnow,
+            page_threads=ThreadPoolExecutor(store.useful_threads, thread_name_prefix="page"),
         )  # fmt: skip
         live_bank.prepare.append(proofs.summary)  # the footer's counts, ready before a reload is served
         prover.start()  # keys nothing proved yet are checked in the background, learners first
@@ -89,6 +91,7 @@ def create_app(
             question_runs.close()
             if sandbox is None:
                 await runs.close()
+            app.state.web.page_threads.shutdown(wait=True)
             store.close()
 
     docs_available = has_local_docs()
@@ -107,13 +110,14 @@ def create_app(
     app.add_middleware(SameOrigin)
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
+    # Routes are matched in order, one at a time: the learners' pages (most requests) come first.
+    app.include_router(pages.router)
     if docs_available:
         mount_docs(app)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
     app.include_router(api.router)
     app.include_router(health.router)
-    app.include_router(pages.router)
     app.include_router(playground.router)
     app.include_router(review_session.router)
     app.include_router(studio.router)

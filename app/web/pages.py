@@ -65,7 +65,7 @@ async def home(request: Request) -> Response:
             set_count=len(bank.sets), first_shown=(page_number - 1) * SETS_PER_PAGE + 1,
         )  # fmt: skip
 
-    return await in_thread(build)
+    return await in_thread(state, build)
 
 
 @page_route(router, "/sets/{set_id}")
@@ -85,7 +85,7 @@ async def set_page(request: Request) -> Response:
         summary = standing.set_summary(loaded_set)
         return render_page(state, request, "set.html", s=loaded_set, rows=rows, summary=summary)
 
-    return await in_thread(build)
+    return await in_thread(state, build)
 
 
 def question_context(
@@ -154,7 +154,7 @@ async def question_page(request: Request) -> Response:
                 context["what_if_html"] = state.fragments.render(state.templates, "_what_if.html", what_if, what_if=what_if)
         return render_page(state, request, "question.html", **context)
 
-    return await in_thread(build)
+    return await in_thread(state, build)
 
 
 @page_route(router, "/questions/{question_id}", methods=("POST",))
@@ -178,12 +178,13 @@ async def answer_form(request: Request) -> Response:
     except AnswerError as exc:
         error = str(exc)
         return await in_thread(
+            state,
             lambda: render_page(state, request, "question.html", status_code=400, error=error,
                                 **question_context(state, learner, loaded))
         )  # fmt: skip
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
-    saved, _is_new = await in_thread(lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
+    saved, _is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
     query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 
@@ -210,4 +211,4 @@ async def progress_page(request: Request) -> Response:
             due_total=due_total, later_total=len(items) - due_total, history_shown=HISTORY_SHOWN,
         )  # fmt: skip
 
-    return await in_thread(build)
+    return await in_thread(state, build)

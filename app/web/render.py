@@ -298,7 +298,7 @@ def make_templates() -> Jinja2Templates:
 
 def render_page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
     """A page from its template, with what every page shows (the sandbox's environment and the
-    proof counts). Blocking: call it where the page's database reads are made, in a worker thread
+    proof counts). Blocking: call it where the page's database reads are made, in the page thread
     (`in_thread`), so a request makes one trip off the event loop, not one per step."""
     context.setdefault("environment", state.run_queue.environment)
     context.setdefault("proof_summary", state.proof_summary())
@@ -306,14 +306,14 @@ def render_page(state: WebState, request: Request, template_name: str, status_co
     return HTMLResponse(html, status_code=status_code)
 
 
-async def in_thread(work: Callable[[], T]) -> T:
-    """`work` (database reads and writes, rendering) in a worker thread: the event loop keeps
-    answering everyone else meanwhile, /healthz included, and a PostgreSQL round trip never
-    stalls it."""
-    return await asyncio.to_thread(work)
+async def in_thread(state: WebState, work: Callable[[], T]) -> T:
+    """`work` (database reads and writes, rendering) in the app's page threads
+    (`WebState.page_threads`): the event loop keeps answering everyone else meanwhile, /healthz
+    included, and a database call never stalls it."""
+    return await asyncio.get_running_loop().run_in_executor(state.page_threads, work)
 
 
 async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
-    """`render_page` in a worker thread: a page showing a run renders what the snippet's process
+    """`render_page` in the page threads: a page showing a run renders what the snippet's process
     reported (bounded by the pool, but still the largest thing a page holds)."""
-    return await in_thread(lambda: render_page(state, request, template_name, status_code, **context))
+    return await in_thread(state, lambda: render_page(state, request, template_name, status_code, **context))

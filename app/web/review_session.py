@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app import review
-from app.progress import Standing
+from app.progress import QueueRow, Standing
 from app.public_question import title_of
 from app.web.deps import Learner, State
 from app.web.render import in_thread, render_page
@@ -28,11 +28,11 @@ def parse_since(since: str | None) -> datetime | None:
     return datetime.fromtimestamp(int(since), UTC) if since and since.isdigit() else None
 
 
-def due_now(state: WebState, learner: str, standing: Standing | None = None) -> list[dict[str, Any]]:
+def due_now(state: WebState, learner: str, standing: Standing | None = None) -> list[QueueRow]:
     """Questions due for review now that can be graded, soonest due first (blocks on the database
     unless given the learner's standing)."""
-    rows = [r for r in (standing or state.standing(learner, recent=0)).queue() if r["is_due"]]
-    return [r for r in rows if (q := state.bank.question(r["question_id"])) and state.proof(q).gradeable]
+    rows = [r for r in (standing or state.standing(learner, recent=0)).queue() if r.is_due]
+    return [r for r in rows if (q := state.bank.question(r.question_id)) and state.proof(q).gradeable]
 
 
 @router.get("/review")
@@ -40,19 +40,19 @@ async def review_start(request: Request, state: State, learner: Learner) -> Resp
     def build() -> Response:
         standing = state.standing(learner, recent=0)
         due = due_now(state, learner, standing)
-        later = [r for r in standing.queue() if not r["is_due"]]
+        later = [r for r in standing.queue() if not r.is_due]
         since = str(int(state.clock().timestamp()))
         return render_page(state, request, "review.html", due=due, later=later, since=since)
 
-    return await in_thread(build)
+    return await in_thread(state, build)
 
 
 @router.get("/review/next")
 async def review_next(request: Request, state: State, learner: Learner, since: Since) -> Response:
-    due = await in_thread(lambda: due_now(state, learner))
+    due = await in_thread(state, lambda: due_now(state, learner))
     if not due:
         return RedirectResponse(f"/review/done?since={since}", status_code=303)
-    return RedirectResponse(f"/questions/{due[0]['question_id']}?review={since}", status_code=303)
+    return RedirectResponse(f"/questions/{due[0].question_id}?review={since}", status_code=303)
 
 
 @router.get("/review/done")
@@ -80,7 +80,7 @@ async def review_done(request: Request, state: State, learner: Learner, since: S
             still_due=len(due_now(state, learner, standing)), since=since,
         )  # fmt: skip
 
-    return await in_thread(build)
+    return await in_thread(state, build)
 
 
 def left_in_session(state: WebState, learner: str) -> int:

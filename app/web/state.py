@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,6 +43,9 @@ class WebState:
     proofs: ProofBook
     templates: Jinja2Templates
     clock: Callable[[], datetime] = field(default=utcnow)
+    page_threads: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "page"))
+    """Where pages' blocking work (database calls, rendering) runs (`render.in_thread`): as many
+    threads as the store gains from (`Store.useful_threads`), set by the app's lifespan."""
     fragments: SharedFragments = field(default_factory=SharedFragments)
     """Parts of pages shared by every learner, rendered once (a question's run, its cards)."""
     _run_dicts: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict, repr=False)

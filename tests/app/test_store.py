@@ -3,14 +3,20 @@ kept with every attempt, against what the attempts themselves say, on a real SQL
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
-from app.store import Store
+from app.database import DriverQuery
+from app.store import ReviewUpdate, Store
+from tests.support.postgres import drop_connections
 
 
-def _answer(store: Store, learner: str, question: str, topic: str, correct: bool, fingerprint: str = "v1") -> None:
+def _answer(
+    store: Store, learner: str, question: str, topic: str, correct: bool, fingerprint: str = "v1"
+) -> None:
     store.record_attempt(learner, question_id=question, set_id="s", topic=topic, kind="multiple_choice",
                          answer=[0], correct=correct, fingerprint=fingerprint)  # fmt: skip
 
@@ -87,7 +93,9 @@ def test_an_answer_waits_for_another_processs_write_then_is_stored(tmp_path: Pat
     assert other.stdout is not None and other.stdin is not None
     assert other.stdout.readline() == "writing\n"
     answered = threading.Event()
-    answering = threading.Thread(target=lambda: (_answer(store, "ann", "q1", "autocast", True), answered.set()))
+    answering = threading.Thread(
+        target=lambda: (_answer(store, "ann", "q1", "autocast", True), answered.set())
+    )
     answering.start()
     assert not answered.wait(1.0), "the answer was written while another process held the turn"
     other.stdin.write("done\n")
@@ -97,3 +105,67 @@ def test_an_answer_waits_for_another_processs_write_then_is_stored(tmp_path: Pat
     other.wait(10)
     assert store.learner_data("ann").latest == [("q1", "v1", True)]
     store.close()
+
+
+def _stored_the_usual_way(store: Store, query: DriverQuery, params: dict) -> list[tuple]:
+    with store.reads.connect() as conn:
+        return [tuple(row) for row in conn.execute(query.statement, params).all()]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_the_busiest_reads_give_what_sqlalchemy_gives(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A question's state and the progress page's summary are read on the driver's own cursor:
+    every value must be what SQLAlchemy hands back (UTC-aware datetimes, booleans, not SQLite's
+    text and integers), on both databases, and a connection the server dropped is replaced."""
+    url = (
+        f"sqlite:///{tmp_path / 'a.db'}"
+        if database == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    store = Store(url)
+    due = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    store.record_attempt("ann", question_id="q1", set_id="s", topic="autocast", kind="multiple_choice", answer=[1],
+                         correct=False, fingerprint="v1", seconds=2.5, review=ReviewUpdate("{}", due))  # fmt: skip
+    _record_some(store)
+    ann = store.learner_data("ann", recent=10)
+    assert ann.cards["q1"].due == due and ann.cards["q1"].lapses == 1
+    assert all(type(right) is bool for _, _, right in ann.latest)
+    oldest = ann.recent[-1]
+    assert (oldest.correct, oldest.seconds, oldest.answer_value) == (
+        False,
+        2.5,
+        [1],
+    ) and oldest.created_at.tzinfo is not None
+    state = store.question_state("ann", "q1", "v1", attempt_id=oldest.id)
+    assert state == (True, due, oldest)
+
+    params = {"learner": "ann", "question": "q1", "fingerprint": "v1", "limit": 10, "id": oldest.id}
+    for query in (
+        store._latest,
+        store._cards,
+        store._recent,
+        store._question_state,
+        store._attempt_by_id,
+    ):
+        with store.reads.connect() as conn:
+            assert query.rows(conn, params) == _stored_the_usual_way(store, query, params), (
+                query.sql
+            )
+
+    if database == "postgresql":
+        assert (
+            drop_connections(url) >= 1
+        )  # the pooled connection is dead: the next read replaces it
+        assert store.learner_data("ann", recent=10) == ann
+    store.close()
+
+
+def test_pages_use_as_many_threads_as_the_store_gains_from(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """SQLite: one thread (its writers take turns, and more threads hand the GIL to each other for
+    every row read); PostgreSQL: two, one running while the other waits for a round trip."""
+    assert Store(f"sqlite:///{tmp_path / 'a.db'}").useful_threads == 1
+    assert Store(postgres_url).useful_threads == 2

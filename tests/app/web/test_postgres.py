@@ -8,35 +8,18 @@ that comes due hours early or late.
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
 
+from tests.support.postgres import drop_connections
 from tests.support.web import Web
 
 pytestmark = pytest.mark.anyio
 
-SERVER = os.environ.get("AMPQUIZ_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SECRET = "k" * 40  # the secret key file lives next to a SQLite file; on PostgreSQL it is configured
 
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    name = f"ampquiz_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(SERVER, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-        conn.execute(text(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'"))
-    try:
-        yield make_url(SERVER).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 async def test_progress_survives_a_restart_on_postgres(web: Web, postgres_url: str) -> None:
@@ -79,17 +62,9 @@ async def test_a_dropped_database_connection_costs_a_learner_nothing(web: Web, p
     """The pool does not ping a connection before each use (a round trip per request): when the
     server drops them all (a restart, an administrator), the next request still answers, on a
     fresh connection."""
-    name = make_url(postgres_url).database
     async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
         await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
-        admin = create_engine(SERVER, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            dropped = conn.execute(
-                text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()"),
-                {"db": name},
-            ).scalar_one()
-        admin.dispose()
-        assert dropped >= 1  # the app's pooled connection was there, and is gone
+        assert drop_connections(postgres_url) >= 1  # the app's pooled connection was there, and is gone
         answered = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x"})
         assert answered.status_code == 200
         progress = await c.get("/progress")
