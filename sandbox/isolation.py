@@ -14,12 +14,13 @@ zygote with.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 from pathlib import Path
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The process's own symbols, libc's among them: `find_library` would run `ldconfig -p` in a
+# subprocess, in the zygote's start, before its torch import.
+_libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from app.settings import Settings, SettingsError, settings_table
 from tests.support.cli import REPO
@@ -66,3 +67,16 @@ def test_the_generated_secret_key_is_kept_next_to_the_database(tmp_path: Path) -
         tmp_path / "db" / "secret_key"
     ).stat().st_mode & 0o077 == 0  # readable by the server only
     assert Settings(secret_key="given").resolved_secret_key() == "given"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite:///var/a.db", "sqlite:////srv/ampquiz/a.db", "sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:///rel.db",
+     "sqlite:///a.db?mode=ro", "sqlite:///sp%20ace.db", "postgresql+psycopg://u@h/db"],
+)  # fmt: skip
+def test_the_sqlite_file_is_the_one_sqlalchemy_opens(url: str) -> None:
+    """`sqlite_path` reads plain SQLite URLs without SQLAlchemy (serve asks before the sandbox's
+    start): whatever the form, it names the file SQLAlchemy's own parser names."""
+    parsed = make_url(url)
+    opened = parsed.database if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:") else None
+    assert Settings.from_env({}, database_url=url).sqlite_path() == (Path(opened) if opened else None)
