@@ -34,7 +34,7 @@ import httpx
 import yaml
 
 from bench._stats import line, percentile
-from bench.http import Connection, new_event_loop
+from bench.http import Connection, new_event_loop, status_of
 
 
 def make_bank(folder: Path, size: int) -> list[str]:
@@ -80,11 +80,9 @@ def start(workdir: Path, bank: Path, serve_args: tuple[str, ...] = ()) -> tuple[
                             cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     while time.perf_counter() - started < 120:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return proc, url, time.perf_counter() - started
-        except httpx.HTTPError:
-            time.sleep(0.05)
+        if status_of(url) == 200:
+            return proc, url, time.perf_counter() - started
+        time.sleep(0.05)
     proc.kill()
     raise SystemExit("the server did not start")
 

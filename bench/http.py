@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -64,6 +66,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def status_of(url: str, path: str = "/healthz") -> int | None:
+    """The status `path` answers with, or None when nothing answers yet. For polling a server
+    while it starts: `httpx.get` builds an SSL context each call (~23 ms of CPU here), so polling
+    with it every 50 ms took a third of a core from the start being measured."""
+    parsed = urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=2)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status
+    except OSError:
+        return None
+    finally:
+        conn.close()
 
 
 def start_server(
@@ -98,11 +115,9 @@ def start_server(
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit("the server exited while starting")
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
+        if status_of(url) == 200:
+            return proc, url
+        time.sleep(0.2)
     raise SystemExit("the server did not start in time")
 
 
