@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.app.web.test_postgres import postgres_url  # noqa: F401 - the fixture: a fresh database
 from tests.support.server import Server
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:  # noqa: F811
+def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:
     asyncio.run(reset_stream())
     web = Server(tmp_path, args=("--processes", "2"))
     web.env.update({**WORKERS_ENV, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "s" * 40})
