@@ -89,7 +89,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, records: list, stale_before: list[str]) -> int:
     """The bank on whatever workers are online, one record per environment (device kind)."""
-    from app.runs.blocking import MixedWorkers, remote_pools
+    from app.runs.blocking import MixedWorkers, NoWorkerOnline, remote_pools
     from app.verify.check import verify_questions
 
     settings = remote_settings("verify --remote")
@@ -99,15 +99,12 @@ def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, record
     worst = 0
     try:
         with remote_pools(url) as pools:
-            if not pools:
-                print(f"ampquiz verify --remote: no worker is online at {url}", file=sys.stderr)
-                return 2
             for pool in pools:
                 progress = Progress(len(questions), sys.stderr.isatty() and not args.json)
                 checks = verify_questions(questions, pool, jobs=max(args.jobs, pool.workers), on_done=progress.step)  # type: ignore[arg-type]
                 progress.finish()
                 worst = max(worst, _report(args, bank, checks, dict(pool.environment), records, stale_before))
-    except MixedWorkers as exc:
+    except (MixedWorkers, NoWorkerOnline) as exc:
         print(f"ampquiz verify --remote: {exc}", file=sys.stderr)
         return 2
     return worst

@@ -11,46 +11,51 @@ import time
 from typing import Any
 
 
-async def ask(url: str, key: str, wait_s: float = 1.0) -> list[dict[str, Any]]:
-    """The workers that answer within `wait_s`, believed only when signed with the workers' key."""
+async def ask(url: str, key: str, wait_s: float = 1.0) -> tuple[list[dict[str, Any]], int]:
+    """The workers that answer within `wait_s`, believed only when signed with the workers' key,
+    and how many answers came signed with another key."""
     from app.runs import jetstream as layout
-    from app.runs.signing import Signer, read_announcement
+    from app.runs.signing import Signer, read_announcement, signed_with_another_key
 
     signer = Signer(key)
     nc = await layout.connect(url, "ampquiz-workers", reconnect=False)
     answers: dict[str, dict[str, Any]] = {}
+    other_key = 0
 
     async def took(msg: Any) -> None:
+        nonlocal other_key
         if not msg.data:  # the server's "no responders" notice: nobody answered
             return
         data = read_announcement(signer, msg.data, msg.headers)
         if data is not None and not data.get("leaving"):
             answers[data["id"]] = data
+        other_key += data is None and signed_with_another_key(signer, msg.data, msg.headers)
 
     inbox = nc.new_inbox()
     await nc.subscribe(inbox, cb=took)
     await nc.publish(layout.PING_SUBJECT, b"", reply=inbox)
     await asyncio.sleep(wait_s)
     await nc.close()
-    return sorted(answers.values(), key=lambda w: w["id"])
+    return sorted(answers.values(), key=lambda w: w["id"]), other_key
 
 
 def _cmd_workers(args: argparse.Namespace) -> int:
     from app.cli.common import remote_settings
+    from app.runs.signing import nobody_online
 
     settings = remote_settings("workers", workers_url=args.url)
     if settings is None:
         return 2
     url = settings.workers_url
     try:
-        workers = asyncio.run(ask(url, settings.workers_key))
+        workers, other_key = asyncio.run(ask(url, settings.workers_key))
     except Exception as exc:  # noqa: BLE001 - unreachable, refused: said in one line
         print(f"ampquiz workers: cannot reach {url}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(workers, indent=2))
     elif not workers:
-        print(f"no worker is online at {url}")
+        print(nobody_online(url, other_key))
     else:
         for w in workers:
             up = time.time() - float(w.get("started") or time.time())

@@ -13,12 +13,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from app.runs.remote import RemoteRuns
+from app.runs.signing import nobody_online
 from app.settings import Settings
 from sandbox import Limits, RunResult
 
 
 class MixedWorkers(Exception):
     """Workers of one device kind run different torch versions: their runs prove different things."""
+
+
+class NoWorkerOnline(Exception):
+    """No worker believed is online (the message says so, and why it may seem so)."""
 
 
 class DevicePool:
@@ -41,14 +46,17 @@ class DevicePool:
 
 @contextmanager
 def remote_pools(url: str, settings: Settings | None = None) -> Iterator[list[DevicePool]]:
-    """A pool per device kind online at `url` (none when no worker is online)."""
+    """A pool per device kind online at `url`; NoWorkerOnline when there is none."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="remote-runs", daemon=True)
     thread.start()
     settings = settings or Settings.from_env(workers_url=url)  # the workers' key, with the rest
     runs = asyncio.run_coroutine_threadsafe(RemoteRuns.connect(url, settings, discover_s=1.0), loop).result()
     try:
-        yield [DevicePool(runs, device, loop) for device in runs.devices()]
+        pools = [DevicePool(runs, device, loop) for device in runs.devices()]
+        if not pools:
+            raise NoWorkerOnline(nobody_online(url, runs.other_key))
+        yield pools
     finally:
         asyncio.run_coroutine_threadsafe(runs.close(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)

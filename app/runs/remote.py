@@ -25,7 +25,13 @@ from nats.aio.msg import Msg
 from app.runs import RunsFull
 from app.runs import jetstream as layout
 from app.runs.messages import BadMessage, RunRequest, result_from_claim
-from app.runs.signing import SIGNATURE_HEADER, Signer, read_announcement
+from app.runs.signing import (
+    SIGNATURE_HEADER,
+    Signer,
+    nobody_online,
+    read_announcement,
+    signed_with_another_key,
+)
 from sandbox import Environment, Limits, RunResult, SandboxError
 
 if TYPE_CHECKING:
@@ -66,6 +72,8 @@ class RemoteRuns:
         self._by_sequence: dict[int, str] = {}
         self._last_env: dict[str, Any] = {}
         self.lost = 0
+        self.other_key = 0
+        """Worker statuses heard signed with another key (see `signing.nobody_online`)."""
         self._watchdog: asyncio.Future[None] | None = None
 
     @classmethod
@@ -81,6 +89,8 @@ class RemoteRuns:
         online = runs.online()
         runs.workers = max(settings.sandbox_workers, sum(int(w.get("slots") or 0) for w in online))
         log.info("remote workers: %d online (%s)", len(online), ", ".join(f"{w['id']} {w['device_kind']}" for w in online) or "none yet")
+        if not online and runs.other_key:
+            log.warning("remote workers: %s", nobody_online(url, runs.other_key))
         return runs
 
     # ---- what is online --------------------------------------------------------------------
@@ -96,6 +106,7 @@ class RemoteRuns:
     async def _on_status(self, msg: Msg) -> None:
         status = read_announcement(self.signer, msg.data, msg.headers)
         if status is None:
+            self.other_key += signed_with_another_key(self.signer, msg.data, msg.headers)
             return
         known = self._announced.get(status["id"])
         if known is not None and known["sent"] >= status["sent"]:
@@ -237,7 +248,7 @@ class RemoteRuns:
         workers = [{k: v for k, v in w.items() if not k.startswith("_")} for w in self.online()]
         where = self.settings.workers_url.rsplit("@", 1)[-1]  # never a password in /healthz
         return {"kind": "remote", "url": where, "connected": bool(self.nc.is_connected),
-                "workers": workers, "lost": self.lost}  # fmt: skip
+                "workers": workers, "lost": self.lost, "signed_with_another_key": self.other_key}  # fmt: skip
 
     async def close(self) -> None:
         if self._watchdog is not None:

@@ -59,6 +59,22 @@ class Signer:
         return False
 
 
+def signed_with_another_key(signer: Signer, body: bytes, headers: dict[str, str] | None) -> bool:
+    """A status carrying a signature this key does not verify: workers started with another key
+    (or anyone else signing). Counted, so that "no worker is online" can say why it may seem so."""
+    return bool(headers and headers.get(SIGNATURE_HEADER)) and not signer.verify(headers, "status", body=body)
+
+
+def nobody_online(url: str, other_key: int) -> str:
+    """What to say when no worker believed is online at `url`, `other_key` answers having come
+    signed with another key (a web, `verify --remote` or `ampquiz workers` given the wrong key)."""
+    said = f"no worker is online at {url}"
+    if other_key:
+        said += (f" ({other_key} answered, signed with a key other than this AMPQUIZ_WORKERS_KEY: is it "
+                 "the key the workers were started with?)")  # fmt: skip
+    return said
+
+
 def announcement(signer: Signer, status: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """A worker's status as it goes on the wire: stamped with when it was sent, and signed."""
     body = json.dumps({**status, "sent": time.time()}).encode()

@@ -16,10 +16,14 @@ from tests.support.server import BANK
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
-def verify_remote(bank: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV}
-    return subprocess.run([sys.executable, "-m", "app.cli", "verify", str(bank), "--remote", "--record"],
-                          check=False, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+def ampquiz(*args: str, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV, "AMPQUIZ_WORKERS_KEY": key}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], check=False, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def verify_remote(bank: Path, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]) -> subprocess.CompletedProcess[str]:
+    return ampquiz("verify", str(bank), "--remote", "--record", key=key)
 
 
 def test_verify_remote_writes_the_record_of_the_workers_environment(tmp_path: Path) -> None:
@@ -35,9 +39,18 @@ def test_verify_remote_writes_the_record_of_the_workers_environment(tmp_path: Pa
         while " slots on " not in worker.log.read_text():  # its pool is up and it is online
             assert time.monotonic() < deadline, worker.log.read_text()
             time.sleep(0.2)
+        # An instructor given the wrong key hears the worker but cannot believe it: told so, and
+        # nothing runs on it.
+        wrong_key = "not-the-workers-key-" + "w" * 32
+        mistaken = verify_remote(bank, key=wrong_key)
+        listed = ampquiz("workers", key=wrong_key)
         done = verify_remote(bank)
     finally:
         worker.stop()
+    assert mistaken.returncode == 2 and "no worker is online" in mistaken.stderr
+    assert "signed with a key other than this AMPQUIZ_WORKERS_KEY" in mistaken.stderr, mistaken.stderr
+    assert listed.returncode == 1 and "signed with a key other than this AMPQUIZ_WORKERS_KEY" in listed.stdout
+    assert "signed with a key other" not in nobody.stderr  # nobody at all answered the first time
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed, 0 failed, 0 skipped on cpu" in done.stdout
     record = json.loads((bank / "verified" / "cpu-torch2.13.0.json").read_text())
