@@ -94,6 +94,7 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
         os.environ[SNAPSHOT_ENV] = str(snapshot.path)
         if cpus:  # read by `app.web.process`
             os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
+        os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         uvicorn.run("app.web.process:create_app", factory=True, workers=processes, **common)
     except KeyboardInterrupt:
         # The pool failed (its SIGINT) before uvicorn took over the signal: say why below.

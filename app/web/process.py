@@ -10,15 +10,36 @@
   then on every core again. The pool's start (the zygote's torch import, one thread, the
   longest part of start-up) then has a core to itself instead of a third of one beside the web
   processes, while they start on the others.
+- Gone with `serve` (`_AMPQUIZ_SERVE_PID`): the kernel sends it SIGTERM when the process that
+  spawned it dies, however that dies. uvicorn's processes outlive a `serve` killed with SIGKILL
+  (the OOM killer, `kill -9`): they kept the port, so the next `serve` could not start, and kept
+  answering /healthz as if all were well, beside a sandbox pool that had died with `serve`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import os
+import signal
 
 gc.disable()
+
+SERVE_PID_ENV = "_AMPQUIZ_SERVE_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_serve() -> None:
+    serve = os.environ.get(SERVE_PID_ENV, "")
+    if not serve.isdigit() or not hasattr(os, "sched_getaffinity"):  # not from `serve`, or not Linux
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != int(serve):  # it died before the line above: nothing will tell us
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_die_with_serve()
 
 STARTUP_CPUS_ENV = "_AMPQUIZ_STARTUP_CPUS"
 _allowed: set[int] = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()

@@ -4,15 +4,18 @@ once its app is built (a real process, as uvicorn spawns it; about two seconds).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.server import BANK
+from tests.support.server import BANK, Server
 
 CHILD = """
 import gc, json, os
@@ -32,3 +35,34 @@ def test_a_web_process_starts_on_the_cores_it_is_given_and_then_has_them_all(tmp
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["during"] == [[cores[0]], False]
     assert seen["after"] == [cores, True]
+
+
+def _is_web_process(pid: int) -> bool:
+    try:
+        return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:  # gone
+        return False
+
+
+def test_the_web_processes_go_when_serve_is_killed(tmp_path: Path) -> None:
+    """`serve` killed outright (the OOM killer, `kill -9`) leaves no web process behind: uvicorn's
+    would otherwise keep the port (the next `serve` cannot start) and keep saying all is well
+    beside a sandbox pool gone with `serve`."""
+    server = Server(tmp_path, args=("--processes", "2"))
+    server.start()
+    assert server.proc is not None
+    children = [int(p) for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True,
+                                               text=True, check=False).stdout.split()]  # fmt: skip
+    web = [p for p in children if _is_web_process(p)]
+    assert len(web) == 2
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 15
+    try:
+        while left := [p for p in web if _is_web_process(p)]:
+            assert time.monotonic() < deadline, f"web processes {left} outlived serve"
+            time.sleep(0.2)
+    finally:
+        for pid in web:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
