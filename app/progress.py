@@ -19,7 +19,7 @@ from app import review
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
 from app.bank_index import BankIndex, index_of
 from app.public_question import title_of
-from app.store import AttemptRow, CardRow, LearnerData
+from app.store_rows import AttemptRow, CardRow, LearnerData
 
 STATUSES = ("new", "right", "wrong", "due")
 

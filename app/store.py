@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import bindparam, case, func, inspect, or_
 from sqlalchemy.engine import Engine
@@ -26,6 +25,7 @@ from app.database import (
     make_engine,
     reconnecting,
 )
+from app.store_rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
 from app.tables import (
     Attempt,
     LastAnswer,
@@ -38,33 +38,9 @@ from app.tables import (
 )
 
 __all__ = [
-    "Attempt", "LastAnswer", "Learner", "QuestionRun", "ReviewCard", "Store", "TopicScore", "as_utc", "utcnow",
+    "Attempt", "AttemptRow", "CardRow", "LastAnswer", "Learner", "LearnerData", "QuestionRun", "QuestionState",
+    "ReviewCard", "ReviewUpdate", "Store", "TopicScore", "as_utc", "utcnow",
 ]  # fmt: skip
-
-
-class QuestionState(NamedTuple):
-    last_correct: bool | None
-    """Whether the learner's last attempt at this version was right (None: never answered)."""
-    due: datetime | None
-    """When its review card is due (None: no card)."""
-    attempt: AttemptRow | None = None
-    """The attempt asked for, when it is this learner's."""
-
-
-@dataclass(frozen=True)
-class LearnerData:
-    """Everything one learner's pages need, read in one go and summarised by the database, so it
-    grows with the questions the learner answered, not with every attempt they made."""
-
-    latest: list[tuple[str, str, bool]] = field(default_factory=list)
-    """(question id, fingerprint, right) of the last attempt at each version of each question
-    answered, oldest first."""
-    by_topic: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Topic -> (attempts, right attempts)."""
-    cards: dict[str, CardRow] = field(default_factory=dict)
-    """Review cards by question id (without the scheduler's JSON, which no page shows)."""
-    recent: list[AttemptRow] = field(default_factory=list)
-    """The newest attempts, newest first."""
 
 
 class Store:
@@ -223,14 +199,11 @@ class Store:
             ((correct, due),) = self._question_state.rows(
                 conn, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
             )
-            row = None
-            if attempt_id is not None:
-                found = self._attempt_by_id.rows(conn, {"id": attempt_id, "learner": learner_id})
-                row = found[0] if found else None
+            attempt = self._attempt_on(conn, learner_id, attempt_id) if attempt_id is not None else None
         return QuestionState(
             None if correct is None else bool(correct),
             as_utc(due) if due is not None else None,
-            _attempt(row) if row is not None else None,
+            attempt,
         )
 
     def all_attempts(self) -> list[Attempt]:
@@ -241,8 +214,12 @@ class Store:
     @reconnecting
     def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
         with self.reads.connect() as conn:
-            row = conn.execute(_ATTEMPT, {"id": attempt_id, "learner": learner_id}).first()
-        return _attempt(row) if row is not None else None
+            return self._attempt_on(conn, learner_id, attempt_id)
+
+    def _attempt_on(self, conn: Any, learner_id: str, attempt_id: int) -> AttemptRow | None:
+        """Attempt `attempt_id` when it is this learner's, read on `conn`."""
+        found = self._attempt_by_id.rows(conn, {"id": attempt_id, "learner": learner_id})
+        return _attempt(found[0]) if found else None
 
     @reconnecting
     def attempts_since(self, learner_id: str, since: datetime) -> list[AttemptRow]:
@@ -324,50 +301,6 @@ def _insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> 
     return dialect_insert(table).on_conflict_do_nothing()
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptRow:
-    """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
-    object's bookkeeping (a progress page reads dozens)."""
-
-    id: int
-    learner_id: str
-    question_id: str
-    set_id: str
-    topic: str
-    kind: str
-    answer: str
-    correct: bool
-    created_at: datetime
-    fingerprint: str
-    submit_id: str | None
-    seconds: float | None
-
-    @property
-    def answer_value(self) -> Any:
-        return json.loads(self.answer)
-
-    @property
-    def when(self) -> datetime:
-        return as_utc(self.created_at)
-
-
-@dataclass(frozen=True, slots=True)
-class CardRow:
-    """A review card as read back for a page (`ReviewCard`'s columns; `card`, the scheduler's
-    JSON, only where it is needed)."""
-
-    learner_id: str
-    question_id: str
-    due: datetime
-    lapses: int
-    fingerprint: str
-    card: str = ""
-
-    @property
-    def due_utc(self) -> datetime:
-        return as_utc(self.due)
-
-
 def _attempt(row: Any) -> AttemptRow:
     return AttemptRow(*row)  # positional: a row's mapping view costs more than the query
 
@@ -433,11 +366,3 @@ _QUESTION_STATE = select(
     .scalar_subquery(),
 )
 """Built once: SQLAlchemy then only looks the compiled form up in its cache."""
-
-
-@dataclass(frozen=True)
-class ReviewUpdate:
-    """A review card's new state, computed by app.review and stored with the attempt."""
-
-    card_json: str
-    due: datetime

@@ -1,0 +1,89 @@
+"""What the store hands back and takes: rows as plain frozen values (no ORM object's bookkeeping;
+a progress page reads dozens), a learner's summary, one question's state, a card's update.
+`app.store` reads and writes them; pages, the API and the review scheduler use them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from app.tables import as_utc
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
+    object's bookkeeping (a progress page reads dozens)."""
+
+    id: int
+    learner_id: str
+    question_id: str
+    set_id: str
+    topic: str
+    kind: str
+    answer: str
+    correct: bool
+    created_at: datetime
+    fingerprint: str
+    submit_id: str | None
+    seconds: float | None
+
+    @property
+    def answer_value(self) -> Any:
+        return json.loads(self.answer)
+
+    @property
+    def when(self) -> datetime:
+        return as_utc(self.created_at)
+
+
+@dataclass(frozen=True, slots=True)
+class CardRow:
+    """A review card as read back for a page (`ReviewCard`'s columns; `card`, the scheduler's
+    JSON, only where it is needed)."""
+
+    learner_id: str
+    question_id: str
+    due: datetime
+    lapses: int
+    fingerprint: str
+    card: str = ""
+
+    @property
+    def due_utc(self) -> datetime:
+        return as_utc(self.due)
+
+
+class QuestionState(NamedTuple):
+    last_correct: bool | None
+    """Whether the learner's last attempt at this version was right (None: never answered)."""
+    due: datetime | None
+    """When its review card is due (None: no card)."""
+    attempt: AttemptRow | None = None
+    """The attempt asked for, when it is this learner's."""
+
+
+@dataclass(frozen=True)
+class LearnerData:
+    """Everything one learner's pages need, read in one go and summarised by the database, so it
+    grows with the questions the learner answered, not with every attempt they made."""
+
+    latest: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(question id, fingerprint, right) of the last attempt at each version of each question
+    answered, oldest first."""
+    by_topic: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Topic -> (attempts, right attempts)."""
+    cards: dict[str, CardRow] = field(default_factory=dict)
+    """Review cards by question id (without the scheduler's JSON, which no page shows)."""
+    recent: list[AttemptRow] = field(default_factory=list)
+    """The newest attempts, newest first."""
+
+
+@dataclass(frozen=True)
+class ReviewUpdate:
+    """A review card's new state, computed by app.review and stored with the attempt."""
+
+    card_json: str
+    due: datetime
