@@ -129,13 +129,12 @@ async def question_page(request: Request) -> Response:
     loaded = state.question(request.path_params["question_id"])
     if attempt is not None and not 1 <= attempt < 2**63:
         raise NotFound("There is no such attempt.")
-    run = run_message = what_if = None
+    run = run_message = None
     if attempt is not None:
         # The result page shows the question's run: shared by every learner and kept once made,
         # so this awaits nothing after the first answer to the question (made here, before the
         # page's one trip to a worker thread, whose reads then decide whether it is shown).
         run, run_message = await state.question_run(loaded)
-        what_if = what_if_for(request, state, loaded)  # recorded mutants, never run here
     else:
         state.question_runs.prefetch(loaded)
 
@@ -146,6 +145,9 @@ async def question_page(request: Request) -> Response:
         shown = context["shown"]
         if shown is not None and shown.question_id == loaded.id:
             graded = regrade(loaded, shown, context["order"])
+            # Recorded mutants, never run here. Their first reading in a process applies every
+            # mutation rule to the code (~35 ms): here in the page thread, never on the event loop.
+            what_if = what_if_for(request, state, loaded)
             context.update(outcome=graded, attempt=shown, run=run, run_message=run_message, what_if=what_if)
             # The run and the cards are the same for every learner: rendered once, then reused.
             if run is not None:

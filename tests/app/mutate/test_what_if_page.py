@@ -83,3 +83,38 @@ async def test_a_question_changed_since_its_record_shows_no_cards(web: Web, sand
     assert load_mutant_records(web.bank)  # the record is still there, only stale
     page = await answered_page(web)
     assert 'id="what-if"' not in page and "Not quite" in page
+
+
+async def test_health_is_answered_while_the_cards_are_first_made(web: Web, sandbox_pool: Sandbox,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The cards' first making in a process applies every mutation rule to the code (tens of ms
+    for one question, once per question and process): the event loop keeps answering meanwhile.
+    The rules wait, wherever they run, until a /healthz asked after they began has been answered:
+    on the event loop that answer could never come (the wait gives up after 60 s: the test fails)."""
+    import asyncio
+    import threading
+
+    from app.mutate import cards as cards_module
+
+    record_mutants(web, sandbox_pool)
+    making, health_answered = threading.Event(), threading.Event()
+    answered_mid_making: list[bool] = []
+    mutants_of = cards_module.mutants_of
+
+    def mutants_once_health_is_answered(code: str):  # type: ignore[no-untyped-def]
+        making.set()
+        answered_mid_making.append(health_answered.wait(60))
+        return mutants_of(code)
+
+    monkeypatch.setattr(cards_module, "mutants_of", mutants_once_health_is_answered)
+    async with web.client() as c:
+        r = await c.post(f"/questions/{QID}", data={"output": "torch.float32"})
+
+        async def ping_mid_making() -> None:
+            await asyncio.to_thread(making.wait, 60)
+            assert (await c.get("/healthz")).status_code == 200
+            health_answered.set()
+
+        page, _ = await asyncio.gather(c.get(r.headers["location"]), ping_mid_making())
+    assert answered_mid_making == [True], "/healthz was not answered while the cards were made"
+    assert 'data-rule="drop-autocast"' in section(page.text)
