@@ -20,6 +20,7 @@ from sqlmodel import Session, SQLModel, select
 
 from app.database import (
     DriverQuery,
+    DriverWrite,
     SqliteWriterTurn,
     add_missing_columns,
     make_engine,
@@ -74,6 +75,13 @@ class Store:
         self._count_topic = _upsert(self.engine, _TOPICS, ("learner_id", "topic"), lambda new: {
             "attempts": _TOPICS.c.attempts + new.attempts, "right_attempts": _TOPICS.c.right_attempts + new.right_attempts,
         })  # fmt: skip
+        # Recording an answer, on the driver's cursor (see DriverWrite).
+        self._write_learner = DriverWrite(self.engine, self._add_learner, columns=("id", "created_at"))
+        self._write_attempt = DriverWrite(self.engine, _ADD_ATTEMPT, columns=_ATTEMPT_COLUMNS, returning=_A.id)
+        self._write_last = DriverWrite(self.engine, self._keep_last, columns=("learner_id", "question_id", "fingerprint", "attempt_id", "correct"))
+        self._write_topic = DriverWrite(self.engine, self._count_topic, columns=("learner_id", "topic", "attempts", "right_attempts"))
+        self._write_new_card, self._write_card = DriverWrite(self.engine, _ADD_CARD), DriverWrite(self.engine, _UPDATE_CARD)
+        self._card_of = DriverQuery(self.engine, _CARD)
         self._known_learners: set[str] = set()
         # The learner's busiest reads, on the driver's cursor (see DriverQuery).
         self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent = (
@@ -144,23 +152,23 @@ class Store:
                 # attempt's INSERT fails, everything here rolls back, and the handler below reads
                 # the stored one (no SELECT before every answer for the rare replay).
                 key = {"learner": learner_id, "question": question_id}
-                stored = conn.execute(_CARD, key).first()
-                card = _card(stored) if stored is not None else None
+                stored = self._card_of.rows(conn, key)
+                card = _card(stored[0]) if stored else None
                 if reschedule is not None:
                     same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
                     review = reschedule(card if same else None)
                 if learner_id not in self._known_learners:
-                    conn.execute(self._add_learner, {"id": learner_id, "created_at": now})
-                attempt_id = conn.execute(_ADD_ATTEMPT, values).inserted_primary_key[0]
+                    self._write_learner.run(conn, {"id": learner_id, "created_at": now})
+                attempt_id = self._write_attempt.run(conn, values)
                 who = {"learner_id": learner_id, "question_id": question_id, "fingerprint": fingerprint}
-                conn.execute(self._keep_last, {**who, "attempt_id": attempt_id, "correct": correct})
-                conn.execute(self._count_topic, {"learner_id": learner_id, "topic": topic, "attempts": 1,
-                                                 "right_attempts": int(correct)})  # fmt: skip
+                self._write_last.run(conn, {**who, "attempt_id": attempt_id, "correct": correct})
+                self._write_topic.run(conn, {"learner_id": learner_id, "topic": topic, "attempts": 1,
+                                             "right_attempts": int(correct)})  # fmt: skip
                 if review is not None:
                     lapses = 0 if card is None or (card.fingerprint and card.fingerprint != fingerprint) else card.lapses
                     lapses += 0 if correct else 1
                     row = {**key, "card": review.card_json, "due": review.due, "lapses": lapses, "fingerprint": fingerprint}
-                    conn.execute(_UPDATE_CARD if card is not None else _ADD_CARD, row)
+                    (self._write_card if card is not None else self._write_new_card).run(conn, row)
             if len(self._known_learners) >= self.KNOWN_LEARNERS:
                 self._known_learners.clear()  # a simple bound: their next attempt inserts again
             self._known_learners.add(learner_id)
@@ -320,6 +328,9 @@ _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
 _ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
 """The attempt's columns in AttemptRow's order (rows are made from them by position)."""
 _ADD_ATTEMPT = _ATTEMPTS.insert()
+_ATTEMPT_COLUMNS = ("learner_id", "question_id", "set_id", "topic", "kind", "answer", "correct", "created_at",
+                    "fingerprint", "submit_id", "seconds")  # fmt: skip
+"""What recording an attempt gives (its id is the database's)."""
 _BY_SUBMIT = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
 _ATTEMPT = select(*_ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
 _SINCE = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)

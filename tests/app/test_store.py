@@ -169,3 +169,65 @@ def test_pages_use_as_many_threads_as_the_store_gains_from(
     every row read); PostgreSQL: two, one running while the other waits for a round trip."""
     assert Store(f"sqlite:///{tmp_path / 'a.db'}").useful_threads == 1
     assert Store(postgres_url).useful_threads == 2
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_an_answer_is_written_as_sqlalchemy_would_write_it(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Recording an answer runs on the driver's own cursor: what it stores must read back as
+    SQLAlchemy's own writes do (an aware time that SQLAlchemy's own queries compare right, booleans,
+    the review card made then updated), a replayed form must still be found as the attempt stored,
+    and on PostgreSQL an answer after the server dropped the connection is stored, once."""
+    url = (
+        f"sqlite:///{tmp_path / 'a.db'}"
+        if database == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    store = Store(url)
+    when = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    due = datetime(2031, 6, 1, tzinfo=UTC)
+
+    def answer(submit: str, correct: bool, **extra: object) -> tuple:
+        return store.record_attempt("cy", question_id="q1", set_id="s", topic="scaler", kind="predict_output",
+                                    answer="torch.float16", correct=correct, fingerprint="v1", submit_id=submit,
+                                    seconds=1.5, now=when, **extra)  # type: ignore[arg-type]  # fmt: skip
+
+    first, new = answer("form-1", False, review=ReviewUpdate('{"a": 1}', due))
+    assert new and first.id is not None
+    replayed, new_again = answer("form-1", True)
+    assert (new_again, replayed.id, replayed.correct) == (False, first.id, False)
+    second, _ = answer("form-2", False, review=ReviewUpdate('{"a": 2}', due))
+    assert second.id > first.id  # (PostgreSQL spent an id on the replay it rolled back)
+
+    # stored as SQLAlchemy stores the same values (SQLite: the same text for the time)
+    from app.store import _ATTEMPTS
+
+    values = {"learner_id": "cy", "question_id": "q9", "set_id": "s", "topic": "scaler", "kind": "predict_output",
+              "answer": '"torch.float16"', "correct": False, "created_at": when, "fingerprint": "v1",
+              "submit_id": "by-sqlalchemy", "seconds": 1.5}  # fmt: skip
+    with store.engine.begin() as conn:
+        conn.execute(_ATTEMPTS.insert(), values)
+        raw = "SELECT learner_id, set_id, topic, kind, answer, correct, created_at, fingerprint, seconds FROM attempt"
+        ours, theirs = (conn.execute(text(raw + " WHERE submit_id = :s"), {"s": s}).one() for s in ("form-1", "by-sqlalchemy"))
+        assert ours == theirs
+        conn.execute(text("DELETE FROM attempt WHERE submit_id = 'by-sqlalchemy'"))
+
+    # SQLAlchemy's own query (its bound time compared with what was stored) finds both
+    since = store.attempts_since("cy", datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC))
+    assert [(a.id, a.correct, a.seconds, a.created_at, a.answer_value) for a in since] == [
+        (first.id, False, 1.5, when, "torch.float16"),
+        (second.id, False, 1.5, when, "torch.float16"),
+    ]
+    assert store.attempts_since("cy", datetime(2031, 5, 6, 7, 8, 9, 123457, tzinfo=UTC)) == []
+    card = store.card("cy", "q1", "v1")
+    assert card is not None and (card.due, card.lapses, card.fingerprint) == (due, 2, "v1")
+    data = store.learner_data("cy")
+    assert data.by_topic == {"scaler": (2, 0)} and data.latest == [("q1", "v1", False)]
+
+    if database == "postgresql":
+        assert drop_connections(url) >= 1
+        third, new = answer("form-3", True)  # its first try meets the dead connection
+        assert new and third.id > second.id
+        assert store.learner_data("cy").by_topic == {"scaler": (3, 1)}
+    store.close()
