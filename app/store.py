@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, case, func, inspect, or_
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, SQLModel, select
 
 from app.database import (
@@ -111,8 +111,15 @@ class Store:
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
-    @reconnecting
     def ping(self) -> bool:
+        """Whether the database answers (a dropped connection is replaced first, as for any call)."""
+        try:
+            return self._ping()
+        except DBAPIError:
+            return False
+
+    @reconnecting
+    def _ping(self) -> bool:
         with self.engine.connect() as conn:
             conn.execute(select(1)).one()
         return True

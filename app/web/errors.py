@@ -7,12 +7,14 @@ FastAPI's validation errors (422) and crashes (500) alike.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.run_queue import QueueFull
@@ -188,6 +190,19 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         return render_error(request, 422, _validation_message(exc))
+
+    @app.exception_handler(OperationalError)
+    async def _database_error(request: Request, exc: OperationalError) -> Response:
+        # When the database does not answer at all (down, gone: a second try on a fresh
+        # connection failed too), the learner hears that, and that nothing they sent was kept.
+        # Anything else it said (a table missing, say) is a fault of ours: a 500 like any other.
+        state = getattr(request.app.state, "web", None)
+        if state is None or await asyncio.to_thread(state.store.ping):
+            return await _crash(request, exc)
+        log.error("database unreachable on %s %s: %s", request.method, request.url.path, exc.orig)
+        message = ("The database cannot be reached right now, so nothing could be read or saved. "
+                   "Please try again in a minute.")  # fmt: skip
+        return render_error(request, 503, message, {"Retry-After": "30"})
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> Response:

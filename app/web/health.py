@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,7 +25,9 @@ async def healthz(request: Request) -> Any:
     # run code again, the server is up but cannot do its whole job.
     runs = state.run_queue.pool
     sandbox_alive = runs.alive
-    database = state.store.ping()
+    # A round trip to the database: never on the event loop (a PostgreSQL that hangs would hang
+    # every page), and not behind the page threads' queue, which a busy class keeps full.
+    database = await asyncio.to_thread(state.store.ping)
     proofs = state.proof_summary()
     body = {
         "ok": sandbox_alive and database,

@@ -9,7 +9,7 @@ that comes due hours early or late.
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from tests.support.postgres import drop_connections
 from tests.support.web import Web
@@ -70,3 +70,26 @@ async def test_a_dropped_database_connection_costs_a_learner_nothing(web: Web, p
         progress = await c.get("/progress")
         assert progress.status_code == 200
         assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 2
+
+
+async def test_health_says_when_the_database_is_gone(web: Web, postgres_url: str) -> None:
+    """A load balancer asking /healthz hears 503 with `database: false` when the database cannot
+    be reached (here: dropped under the running app); a learner gets a page, and a program the
+    API's error shape, that say so and to try again (503, Retry-After), not "something went wrong"."""
+    async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
+        assert (await c.get("/healthz")).json()["database"] is True
+        admin = create_engine(make_url(postgres_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{make_url(postgres_url).database}" WITH (FORCE)'))
+        admin.dispose()
+        health = await c.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["database"] is False and health.json()["ok"] is False
+        page = await c.get("/progress")
+        assert page.status_code == 503 and page.headers["retry-after"] == "30"
+        assert "The database cannot be reached right now" in page.text and "<html" in page.text
+        answered = await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        assert answered.status_code == 503
+        assert answered.json() == {"ok": False, "status": 503, "error": (
+            "The database cannot be reached right now, so nothing could be read or saved. Please try again in a minute."
+        )}  # fmt: skip
