@@ -140,6 +140,28 @@ async def test_progress_page_shows_history_topics_and_review(web: Web) -> None:
         assert "next review in 10 minutes" in words
 
 
+async def test_a_question_changed_since_it_was_answered_starts_afresh(web: Web) -> None:
+    """An answer and a review card belong to the question as it was: once its text changes, it
+    is new again, out of the review queue, and its history row says it changed since."""
+    async with web.client() as c:
+        c.app.state.web.live_bank.check_every_s = 0  # type: ignore[attr-defined]
+        await c.post("/questions/mc-half-dtype", data={"choice": "0"})  # wrong: a card is made
+        await c.post("/questions/mc-sixteen-bit", data={"choice": "0"})  # wrong too, and unchanged
+        before = (await c.get("/api/progress")).json()
+        assert [r["question_id"] for r in before["review"]] == ["mc-half-dtype", "mc-sixteen-bit"]
+        path = web.bank / "basics.yaml"
+        path.write_text(path.read_text().replace("prompt: Which dtype does this print?", "prompt: Which dtype is printed?"))
+        for _ in range(100):  # the watcher thread picks the edit up within its check interval
+            after = (await c.get("/api/progress")).json()
+            if after["totals"]["answered"] == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert after["totals"]["answered"] == 1 and [r["question_id"] for r in after["review"]] == ["mc-sixteen-bit"]
+        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "new"
+        words = text_of((await c.get("/progress")).text)
+        assert "the question has changed since" in words and "1 due for review" not in words
+
+
 async def test_every_question_in_the_real_bank_renders(web: Web) -> None:
     """The bank other people are writing: each page renders (bad files are left out, not fatal)."""
     bank_dir = REPO / "questions"
