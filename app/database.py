@@ -10,6 +10,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
+from sqlmodel.sql.sqltypes import UTCDateTime
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -126,7 +128,8 @@ class DriverQuery:
         SQLite's text datetimes and integer booleans, a type decorator's UTC), chosen as it
         chooses them: by the column's type and the driver's type code. Only columns that have one."""
         dialect, columns = self._dialect, self.statement.selected_columns
-        processors = (c.type.dialect_impl(dialect).result_processor(dialect, d[1]) for c, d in zip(columns, description))
+        processors = (_fast_utc(c.type, dialect, d[1]) or c.type.dialect_impl(dialect).result_processor(dialect, d[1])
+                      for c, d in zip(columns, description))  # fmt: skip
         return [(i, f) for i, f in enumerate(processors) if f is not None]
 
     def rows(self, conn: Connection, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -152,6 +155,30 @@ class DriverQuery:
             converted.append(tuple(values))
         return converted
 
+
+
+def _fast_utc(column_type: Any, dialect: Any, type_code: Any) -> Callable[[Any], Any] | None:
+    """SQLite's text times as SQLModel's `UTCDateTime` hands them back (aware, UTC), parsed as
+    aware in one C call: its type decorator parses a naive time, then `replace(tzinfo=UTC)`
+    (0.9 us alone): 1.5 us a row, half of reading a learner's 172 review cards. What SQLite holds
+    is UTC without an offset (the decorator's own bind step writes it so); anything that does not
+    parse so goes SQLAlchemy's way."""
+    if dialect.name != "sqlite" or not isinstance(column_type, UTCDateTime):
+        return None
+    usual = column_type.dialect_impl(dialect).result_processor(dialect, type_code)
+    assert usual is not None
+    parse = datetime.fromisoformat
+
+    def as_utc(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            moment = parse(value + "+00:00")
+        except (TypeError, ValueError):
+            return usual(value)
+        return moment if moment.tzinfo is not None else usual(value)
+
+    return as_utc
 
 
 class DriverWrite:
