@@ -307,8 +307,14 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
             # code, the "What if" cards' check of the code): the bank is walked by enough
             # learners at once that every process serves all of it (which process takes a
             # connection is the kernel's choice). That first walk's cost is printed, not hidden.
-            walkers = min(most, WALKERS_PER_PROCESS * args.web_processes)
-            warm = await group.round(walkers, 4 * len(questions) * walkers, servers[name][0].pid)
+            # They are learners of their own, not the measured ones: a learner who answered the
+            # whole bank has the largest progress page, and at 10 learners all would be such.
+            walkers = WALKERS_PER_PROCESS * args.web_processes
+            warmers = Learners(servers[name][1], walkers, questions)
+            try:
+                warm = await warmers.round(walkers, 4 * len(questions) * walkers, servers[name][0].pid)
+            finally:
+                warmers.close()
             await group.round(most, 4 * most, servers[name][0].pid)
             print(line(f"warm-up on {name}: the bank walked by {walkers}", f"{time.perf_counter() - t:5.1f} s, "
                        f"web CPU {1000 * warm.cpu['web'] / max(1, warm.requests):.2f} ms/req, "
