@@ -50,9 +50,8 @@ from bench.http import Connection, free_port, new_event_loop, start_server, stop
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 WALKERS_PER_PROCESS = 8
-"""Learners walking the whole bank at once before measuring, per web process: with two processes
-and connections landing on either as by a coin, a process that none of the 16 reaches is a
-1-in-32,768 chance."""
+"""Learners walking the whole bank at once before measuring, per web process (see
+`walk_every_process`)."""
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -175,6 +174,55 @@ async def learner(conn: Connection, questions: list[dict], start: int, budget: l
         result = conn.location.decode().split("#")[0] or path
         await timed("result", "GET", result)
         await timed("progress", "GET", "/progress")
+
+
+def web_pids(root: int) -> list[int]:
+    """The server's web processes: with `serve --processes N`, uvicorn's workers (spawned by
+    multiprocessing); with one, the serve process itself."""
+    workers = [pid for pid in _children(root) if b"multiprocessing.spawn" in _cmdline(pid)]
+    return workers or [root]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _own_cpu(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+async def walk_every_process(server: tuple[subprocess.Popen, str], questions: list[dict], walkers: int) -> tuple[Round, str]:
+    """Learners of their own walk the whole bank until every web process has served a share of
+    the walk. Which process takes a connection is the kernel's choice, and a burst of new
+    connections is often all taken by one (its loop accepts them in one go): the connections
+    are opened one at a time, and the walk is repeated (with new ones) while a process served
+    less than a third of what the busiest did. Returns the last walk and the CPU split."""
+    proc, url = server
+    pids = web_pids(proc.pid)
+    for _ in range(5):
+        before = {pid: _own_cpu(pid) for pid in pids}
+        warmers = Learners(url, walkers, questions)
+        try:
+            for conn in warmers.conns:
+                await conn.request("GET", "/healthz")
+                await asyncio.sleep(0.02)
+            warm = await warmers.round(walkers, 4 * len(questions) * walkers, proc.pid)
+        finally:
+            warmers.close()
+        spent = [_own_cpu(pid) - before[pid] for pid in pids]
+        split = " / ".join(f"{s:.1f} s" for s in spent)
+        if min(spent) >= max(spent) / 3:
+            return warm, split
+        print(line("  a web process served little of the walk", f"{split}: walking again"), flush=True)
+    return warm, split
 
 
 class Learners:
@@ -309,16 +357,12 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
             # connection is the kernel's choice). That first walk's cost is printed, not hidden.
             # They are learners of their own, not the measured ones: a learner who answered the
             # whole bank has the largest progress page, and at 10 learners all would be such.
-            walkers = WALKERS_PER_PROCESS * args.web_processes
-            warmers = Learners(servers[name][1], walkers, questions)
-            try:
-                warm = await warmers.round(walkers, 4 * len(questions) * walkers, servers[name][0].pid)
-            finally:
-                warmers.close()
+            warm, split = await walk_every_process(servers[name], questions, WALKERS_PER_PROCESS * args.web_processes)
             await group.round(most, 4 * most, servers[name][0].pid)
-            print(line(f"warm-up on {name}: the bank walked by {walkers}", f"{time.perf_counter() - t:5.1f} s, "
-                       f"web CPU {1000 * warm.cpu['web'] / max(1, warm.requests):.2f} ms/req, "
-                       f"sandbox CPU {warm.cpu['sandbox']:.1f} s, {warm.failures} failed"), flush=True)  # fmt: skip
+            print(line(f"warm-up on {name}: the bank walked", f"{time.perf_counter() - t:5.1f} s, "
+                       f"web CPU {1000 * warm.cpu['web'] / max(1, warm.requests):.2f} ms/req "
+                       f"(per web process: {split}), sandbox CPU {warm.cpu['sandbox']:.1f} s, "
+                       f"{warm.failures} failed"), flush=True)  # fmt: skip
         await bare_round(bare_conns, 2 * most, bare[0].pid)
         for n in args.learners:
             rounds: dict[str, list[Round]] = {"bare": [], **{name: [] for name in learners}}
