@@ -156,7 +156,6 @@ class DriverQuery:
         return converted
 
 
-
 def _fast_utc(column_type: Any, dialect: Any, type_code: Any) -> Callable[[Any], Any] | None:
     """SQLite's text times as SQLModel's `UTCDateTime` hands them back (aware, UTC), parsed as
     aware in one C call: its type decorator parses a naive time, then `replace(tzinfo=UTC)`
@@ -230,6 +229,7 @@ class DriverWrite:
                                       dialect=self._dialect) from exc  # fmt: skip
         finally:
             cursor.close()
+
 
 class SqliteWriterTurn:
     """One writer at a time on a SQLite file, across the threads and the processes of the server

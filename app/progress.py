@@ -94,28 +94,28 @@ class Standing:
         # when every count looked each question up again.
         self.index = index_of(self.bank)
         self.last = {}
-        answered: dict[str, LoadedQuestion] = {}
-        for question_id, fingerprint, right in self.data.latest:  # oldest first: the last one wins
-            loaded = answered.get(question_id) or self.bank.question(question_id)
-            if loaded is not None and fingerprint in ("", loaded.fingerprint):
-                self.last[question_id] = right
-                answered[question_id] = loaded
-        self._answered = answered
+        self._answered: dict[str, LoadedQuestion] = {}
         """The questions in `last`, as the bank holds them now."""
-        self._cards: dict[str, CardRow] = {}
+        for question_id, fingerprint, right in self.data.latest:  # oldest first: the last one wins
+            loaded = self._as_now(question_id, fingerprint)
+            if loaded is not None:
+                self.last[question_id] = right
+                self._answered[question_id] = loaded
+        self._cards = {qid: c for qid, c in self.data.cards.items() if self._as_now(qid, c.fingerprint) is not None}
         """The learner's cards for questions as they are now (another version's card is left out)."""
-        for question_id, card in self.data.cards.items():
-            loaded = answered.get(question_id) or self.bank.question(question_id)
-            if loaded is not None and card.fingerprint in ("", loaded.fingerprint):
-                self._cards[question_id] = card
         self._statuses: dict[str, str] | None = None
         self._items: list[review.QueueItem] | None = None
         self._groups: dict[str, dict[str, list[str]]] = {}
 
+    def _as_now(self, question_id: str, fingerprint: str) -> LoadedQuestion | None:
+        """The question, when `fingerprint` names it as the bank holds it now (or names no
+        version: rows from before fingerprints were kept)."""
+        loaded = self._answered.get(question_id) or self.bank.question(question_id)
+        return loaded if loaded is not None and fingerprint in ("", loaded.fingerprint) else None
+
     def answered_this_version(self, attempt: AttemptRow) -> bool:
         """Whether an attempt answered the question as it is now (not a changed or replaced one)."""
-        loaded = self.bank.question(attempt.question_id)
-        return loaded is not None and attempt.fingerprint in ("", loaded.fingerprint)
+        return self._as_now(attempt.question_id, attempt.fingerprint) is not None
 
     def card(self, question_id: str) -> CardRow | None:
         """The learner's card for the question as it is now (None for another version's)."""

@@ -335,8 +335,7 @@ _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
 _ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
 """The attempt's columns in AttemptRow's order (rows are made from them by position)."""
 _ADD_ATTEMPT = _ATTEMPTS.insert()
-_ATTEMPT_COLUMNS = ("learner_id", "question_id", "set_id", "topic", "kind", "answer", "correct", "created_at",
-                    "fingerprint", "submit_id", "seconds")  # fmt: skip
+_ATTEMPT_COLUMNS = tuple(name for name in AttemptRow.__dataclass_fields__ if name != "id")
 """What recording an attempt gives (its id is the database's)."""
 _BY_SUBMIT = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
 _ATTEMPT = select(*_ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))

@@ -4,16 +4,15 @@ a progress page reads dozens), a learner's summary, one question's state, a card
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from app.tables import as_utc
+from app.tables import AttemptValues, as_utc
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptRow:
+class AttemptRow(AttemptValues):
     """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
     object's bookkeeping (a progress page reads dozens)."""
 
@@ -30,13 +29,6 @@ class AttemptRow:
     submit_id: str | None
     seconds: float | None
 
-    @property
-    def answer_value(self) -> Any:
-        return json.loads(self.answer)
-
-    @property
-    def when(self) -> datetime:
-        return as_utc(self.created_at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,27 @@ def as_utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+class AttemptValues:
+    """What an attempt's stored columns mean, for the table's objects and the store's plain rows
+    (`app.store_rows.AttemptRow`) alike: the answer as given, and its time in UTC."""
+
+    __slots__ = ()  # (no annotations here: SQLModel would take them as the table's first fields)
+
+    @property
+    def answer_value(self) -> Any:
+        return json.loads(self.answer)
+
+    @property
+    def when(self) -> datetime:
+        return as_utc(self.created_at)
+
+
 class Learner(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Attempt(SQLModel, table=True):
+class Attempt(SQLModel, AttemptValues, table=True):
     __table_args__ = (
         Index("ix_attempt_learner_submit", "learner_id", "submit_id", unique=True),
         # A learner's attempts at one question, newest last: the question page's one query, and
@@ -50,14 +65,6 @@ class Attempt(SQLModel, table=True):
     """The form's one-time id: a double click or a replayed form stores one attempt."""
     seconds: float | None = Field(default=None)
     """How long the learner took, from the question's page to the answer, when known."""
-
-    @property
-    def answer_value(self) -> Any:
-        return json.loads(self.answer)
-
-    @property
-    def when(self) -> datetime:
-        return as_utc(self.created_at)
 
 
 class ReviewCard(SQLModel, table=True):

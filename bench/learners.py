@@ -111,16 +111,30 @@ def cpu_seconds(root: int) -> dict[str, float]:
         if pid in seen:
             continue
         seen.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
+        times = _cpu_ticks(pid)
+        if times is None:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-        out["sandbox" if b"sandbox" in cmdline else "web"] += (utime + stime + cutime + cstime) / TICKS
+        out["sandbox" if b"sandbox" in _cmdline(pid) else "web"] += sum(times) / TICKS
         todo += _children(pid)
     return out
+
+
+def _cpu_ticks(pid: int) -> tuple[int, int, int, int] | None:
+    """A process's utime, stime, cutime and cstime (clock ticks), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return utime, stime, cutime, cstime
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 # ---- the learners ------------------------------------------------------------------------------
@@ -183,20 +197,9 @@ def web_pids(root: int) -> list[int]:
     return workers or [root]
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 def _own_cpu(pid: int) -> float:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    times = _cpu_ticks(pid)
+    return 0.0 if times is None else (times[0] + times[1]) / TICKS
 
 
 async def walk_every_process(server: tuple[subprocess.Popen, str], questions: list[dict], walkers: int) -> tuple[Round, str]:
