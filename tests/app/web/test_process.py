@@ -44,6 +44,11 @@ def _is_web_process(pid: int) -> bool:
         return False
 
 
+def _web_processes_of(serve: int) -> list[int]:
+    children = subprocess.run(["pgrep", "-P", str(serve)], capture_output=True, text=True, check=False).stdout
+    return [pid for pid in map(int, children.split()) if _is_web_process(pid)]
+
+
 def test_the_web_processes_go_when_serve_is_killed(tmp_path: Path) -> None:
     """`serve` killed outright (the OOM killer, `kill -9`) leaves no web process behind: uvicorn's
     would otherwise keep the port (the next `serve` cannot start) and keep saying all is well
@@ -51,9 +56,10 @@ def test_the_web_processes_go_when_serve_is_killed(tmp_path: Path) -> None:
     server = Server(tmp_path, args=("--processes", "2"))
     server.start()
     assert server.proc is not None
-    children = [int(p) for p in subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True,
-                                               text=True, check=False).stdout.split()]  # fmt: skip
-    web = [p for p in children if _is_web_process(p)]
+    # /healthz answers as soon as one web process is up: the other may still be starting.
+    started = time.monotonic() + 60
+    while len(web := _web_processes_of(server.proc.pid)) < 2 and time.monotonic() < started:
+        time.sleep(0.2)
     assert len(web) == 2
     server.proc.kill()
     server.proc.wait()
