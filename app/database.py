@@ -5,16 +5,17 @@ taking turns across threads and processes. `app.store` is what the rest of the a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, func, inspect, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
@@ -98,6 +99,39 @@ def add_missing_columns(engine: Engine) -> list[str]:
             for index in table.indexes:
                 index.create(conn, checkfirst=True)
     return added
+
+
+SCHEMA_LOCK = 0x616D_7071_7569_7A  # "ampquiz"
+"""PostgreSQL's advisory lock taken while the schema is made or brought up to date."""
+
+
+@contextlib.contextmanager
+def schema_turn(engine: Engine) -> Iterator[None]:
+    """One process at a time makes or upgrades the schema: `serve --processes N`, or several
+    servers started together against one new database, each look for the tables and make the
+    missing ones at the same moment, and a CREATE for a table another process made between that
+    look and the CREATE fails ("already exists"; on PostgreSQL a duplicate `pg_type` row), and
+    a summary table filled from the attempts would be filled twice. Whoever comes second waits,
+    then looks, and finds the tables made. PostgreSQL: an advisory lock held by a connection of
+    its own; a SQLite file: the writers' turn (`SqliteWriterTurn`); in memory there is one
+    process only."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as holder:
+            holder.execute(select(func.pg_advisory_lock(SCHEMA_LOCK)))
+            try:
+                yield
+            finally:
+                holder.execute(select(func.pg_advisory_unlock(SCHEMA_LOCK)))
+                holder.commit()
+    elif engine.dialect.name == "sqlite":
+        turn = SqliteWriterTurn(engine.url.database)
+        try:
+            with turn:
+                yield
+        finally:
+            turn.close()
+    else:
+        yield
 
 
 class DriverQuery:

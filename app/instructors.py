@@ -40,7 +40,7 @@ def _hash(token: str) -> str:
 
 
 def ensure_tables(store: Store) -> None:
-    SQLModel.metadata.create_all(store.engine, tables=[Instructor.__table__, SignInLink.__table__])  # type: ignore[attr-defined]
+    store.make_tables(Instructor.__table__, SignInLink.__table__)  # type: ignore[attr-defined]
 
 
 def add(store: Store, name: str) -> bool:

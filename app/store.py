@@ -25,6 +25,7 @@ from app.database import (
     add_missing_columns,
     make_engine,
     reconnecting,
+    schema_turn,
 )
 from app.store_rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
 from app.tables import (
@@ -58,10 +59,13 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
-        had = set(inspect(self.engine).get_table_names())
-        SQLModel.metadata.create_all(self.engine)
-        add_missing_columns(self.engine)
-        _fill_summaries(self.engine, missing={_LAST.name, _TOPICS.name} - had)
+        with schema_turn(self.engine):
+            had = set(inspect(self.engine).get_table_names())
+            SQLModel.metadata.create_all(self.engine)
+            add_missing_columns(self.engine)
+            _fill_summaries(self.engine, missing={_LAST.name, _TOPICS.name} - had)
+        self._made = set(SQLModel.metadata.tables)
+        """The tables this store made or found (those of every model imported before it)."""
         # Reads on PostgreSQL in autocommit: one round trip per query, where a transaction adds
         # a BEGIN before it and a ROLLBACK when the connection goes back to the pool. (SQLite's
         # driver begins transactions only for writes already.)
@@ -102,6 +106,15 @@ class Store:
         one process). PostgreSQL: two, so one thread's Python runs while the other waits for a
         round trip (1.57 ms against 1.63 with one and 1.73 with four, same round)."""
         return 1 if self.engine.dialect.name == "sqlite" else 2
+
+    def make_tables(self, *tables: Any) -> None:
+        """Makes those of `tables` this store has not made yet (a model imported after it was
+        opened: the interviews', the instructors'), once per process, in the schema's turn."""
+        missing = [t for t in tables if t.name not in self._made]
+        if missing:
+            with schema_turn(self.engine):
+                SQLModel.metadata.create_all(self.engine, tables=missing)
+            self._made.update(t.name for t in missing)
 
     def close(self) -> None:
         if isinstance(self._writer, SqliteWriterTurn):

@@ -88,10 +88,7 @@ def _hash(token: str) -> str:
 
 
 def ensure_tables(store: Store) -> None:
-    SQLModel.metadata.create_all(
-        store.engine,
-        tables=[Interview.__table__, InterviewEvent.__table__],  # type: ignore[attr-defined]
-    )
+    store.make_tables(Interview.__table__, InterviewEvent.__table__)  # type: ignore[attr-defined]
 
 
 def _event(row: InterviewEvent) -> Event:

@@ -3,6 +3,9 @@ kept with every attempt, against what the attempts themselves say, on a real SQL
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,8 +77,6 @@ def test_an_answer_waits_for_another_processs_write_then_is_stored(tmp_path: Pat
     """Two server processes on one SQLite file take turns writing: an answer made while another
     process writes waits for that write to end (in the kernel, not in SQLite's sleeping retries)
     and is then stored, all of it."""
-    import subprocess
-    import sys
     import threading
 
     db = tmp_path / "a.db"
@@ -231,3 +232,35 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
         assert new and third.id > second.id
         assert store.learner_data("cy").by_topic == {"scaler": (3, 1)}
     store.close()
+
+
+OPEN_AT_ONCE = """
+import os, sys, time
+import app.web.factory  # every table a web process has
+from app.store import Store
+open(sys.argv[3], "w").close()  # ready
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.001)
+Store(sys.argv[1]).close()
+"""
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_servers_opening_a_new_database_at_once_all_open_it(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`serve --processes N`, or several servers started together against one new database:
+    every one of them makes the tables it does not find, at the same moment. None may fail
+    because another made a table between its look and its CREATE."""
+    url = f"sqlite:///{tmp_path / 'new.db'}" if database == "sqlite" else request.getfixturevalue("postgres_url")
+    go = tmp_path / "go"
+    ready = [tmp_path / f"ready-{i}" for i in range(6)]
+    openers = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, url, str(go), str(r)], stderr=subprocess.PIPE, text=True)
+               for r in ready]  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    for opener in openers:
+        _, err = opener.communicate(timeout=120)
+        assert opener.returncode == 0, err[-2000:]

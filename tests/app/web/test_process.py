@@ -49,10 +49,12 @@ def _web_processes_of(serve: int) -> list[int]:
     return [pid for pid in map(int, children.split()) if _is_web_process(pid)]
 
 
-def test_the_web_processes_go_when_serve_is_killed(tmp_path: Path) -> None:
-    """`serve` killed outright (the OOM killer, `kill -9`) leaves no web process behind: uvicorn's
-    would otherwise keep the port (the next `serve` cannot start) and keep saying all is well
-    beside a sandbox pool gone with `serve`."""
+def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(tmp_path: Path) -> None:
+    """Both web processes start at the first try on a database that does not exist yet (they
+    once raced to make the same table: one died, and uvicorn started another, cold, seconds
+    later). And `serve` killed outright (the OOM killer, `kill -9`) leaves no web process behind:
+    uvicorn's would otherwise keep the port (the next `serve` cannot start) and keep saying all
+    is well beside a sandbox pool gone with `serve`."""
     server = Server(tmp_path, args=("--processes", "2"))
     server.start()
     assert server.proc is not None
@@ -61,6 +63,10 @@ def test_the_web_processes_go_when_serve_is_killed(tmp_path: Path) -> None:
     while len(web := _web_processes_of(server.proc.pid)) < 2 and time.monotonic() < started:
         time.sleep(0.2)
     assert len(web) == 2
+    time.sleep(1)  # a process that failed is noticed by uvicorn within half a second
+    log = server.log.read_text()
+    assert "Traceback" not in log and "died" not in log, log[-3000:]
+    assert _web_processes_of(server.proc.pid) == web
     server.proc.kill()
     server.proc.wait()
     deadline = time.monotonic() + 15
