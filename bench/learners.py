@@ -19,7 +19,7 @@ Targets (2-core CPU): server CPU per learner request <= 1 ms; throughput >= 0.3x
 p99 at 200 learners < 250 ms; PostgreSQL throughput >= SQLite's.
 Usage: `python bench/learners.py [--learners 10,50,200] [--requests 2400] [--processes N]
 [--postgres postgresql+psycopg://postgres@127.0.0.1:5432/test | --no-postgres] [--baseline DIR]`
-(`--baseline DIR`: a tree of an earlier commit, served on SQLite beside this one, for before/after).
+(`--baseline DIR`: a tree of an earlier commit, served on each database beside this one, for before/after).
 """
 
 from __future__ import annotations
@@ -406,8 +406,9 @@ def report(n: int, rounds: dict[str, Round]) -> None:
         print(text)
     for name, r in rounds.items():
         if name != "bare":
-            for text in describe(f"  learners on {name}", r, bare, rounds.get("SQLite") if name != "SQLite" else None,
-                                 baseline=rounds.get("SQLite, baseline") if name == "SQLite" else None):
+            sqlite = "SQLite, baseline" if name.endswith("baseline") else "SQLite"
+            for text in describe(f"  learners on {name}", r, bare, rounds.get(sqlite) if name != sqlite else None,
+                                 baseline=rounds.get(f"{name}, baseline")):
                 print(text)
     sys.stdout.flush()
 
@@ -424,7 +425,7 @@ def verdicts(results: dict[int, dict[str, Round]]) -> None:
     if 200 in results:
         p99 = max(percentile(r.all, 99) for k, r in results[200].items() if k != "bare")
         print(line("target: p99 at 200 learners < 250 ms", f"{'met' if p99 < 250 else 'MISSED'} ({p99:.0f} ms)"))
-    if all("PostgreSQL" in rs for rs in results.values()):
+    if all("PostgreSQL" in rs and "SQLite" in rs for rs in results.values()):
         pg = min(rs["PostgreSQL"].requests / rs["PostgreSQL"].wall / (rs["SQLite"].requests / rs["SQLite"].wall)
                  for rs in results.values())  # fmt: skip
         print(line("target: PostgreSQL throughput >= SQLite's", f"{'met' if pg >= 1 else 'MISSED'} (lowest {pg:.2f}x)"))
@@ -441,7 +442,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["SQLite", "PostgreSQL"], help="measure one database only")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="a tree of an earlier commit (e.g. from `git archive REV | tar -x -C DIR`): its server, on "
-                         "SQLite, measured beside this one")  # fmt: skip
+                         "each database measured, beside this one")  # fmt: skip
     args = ap.parse_args()
     args.learners = [int(n) for n in args.learners.split(",")]
     args.web_processes = args.processes or len(os.sched_getaffinity(0))
@@ -450,7 +451,7 @@ def main() -> None:
     print(f"host: {os.cpu_count()} cores; {len(questions)} questions; server processes: "
           f"{args.processes or 'the default (one per core)'}; {args.requests} requests per server per level")  # fmt: skip
 
-    pg_name = None
+    pg_name = pg_baseline_name = None
     servers: dict[str, tuple[subprocess.Popen, str]] = {}
     bare = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -463,9 +464,16 @@ def main() -> None:
                 (Path(tmp) / "pg").mkdir()
                 os.environ["AMPQUIZ_SECRET_KEY"] = "b" * 40  # no SQLite folder to keep it in
                 servers["PostgreSQL"] = start_server(Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra)
-            if args.baseline is not None:
-                (Path(tmp) / "baseline").mkdir()
-                servers["SQLite, baseline"] = start_server(Path(tmp) / "baseline", 2, 16, serve_args=extra, source=args.baseline.resolve())
+            if args.baseline is not None:  # the earlier commit on each database measured
+                source = args.baseline.resolve()
+                if "SQLite" in servers:
+                    (Path(tmp) / "baseline").mkdir()
+                    servers["SQLite, baseline"] = start_server(Path(tmp) / "baseline", 2, 16, serve_args=extra, source=source)
+                if "PostgreSQL" in servers:
+                    pg_baseline_name, pg_baseline_url = make_postgres_database(args.postgres)
+                    (Path(tmp) / "pg-baseline").mkdir()
+                    servers["PostgreSQL, baseline"] = start_server(Path(tmp) / "pg-baseline", 2, 16, database_url=pg_baseline_url,
+                                                                   serve_args=extra, source=source)  # fmt: skip
             bare = start_bare(args.processes or len(os.sched_getaffinity(0)))
             loop = new_event_loop()
             try:
@@ -478,8 +486,9 @@ def main() -> None:
                 stop_server(proc)
             if bare is not None:
                 stop_server(bare[0])
-            if pg_name is not None:
-                drop_postgres_database(args.postgres, pg_name)
+            for name in (pg_name, pg_baseline_name):
+                if name is not None:
+                    drop_postgres_database(args.postgres, name)
 
 
 if __name__ == "__main__":

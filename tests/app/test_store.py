@@ -194,12 +194,18 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
                                     answer="torch.float16", correct=correct, fingerprint="v1", submit_id=submit,
                                     seconds=1.5, now=when, **extra)  # type: ignore[arg-type]  # fmt: skip
 
+    def last_answer() -> int:
+        with store.engine.connect() as conn:
+            return conn.execute(text("SELECT attempt_id FROM last_answer WHERE learner_id = 'cy'")).scalar_one()
+
     first, new = answer("form-1", False, review=ReviewUpdate('{"a": 1}', due))
     assert new and first.id is not None
+    assert last_answer() == first.id  # the id the database gave, read by the database itself
     replayed, new_again = answer("form-1", True)
     assert (new_again, replayed.id, replayed.correct) == (False, first.id, False)
     second, _ = answer("form-2", False, review=ReviewUpdate('{"a": 2}', due))
     assert second.id > first.id  # (PostgreSQL spent an id on the replay it rolled back)
+    assert last_answer() == second.id
 
     # stored as SQLAlchemy stores the same values (SQLite: the same text for the time)
     from app.store import _ATTEMPTS
