@@ -10,9 +10,8 @@ store rows; the clock is a parameter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fsrs import Card, Rating, Scheduler
 
@@ -77,8 +76,9 @@ def status_of(last_correct: bool | None, due: datetime | None, now: datetime) ->
     return "right" if last_correct else "wrong"
 
 
-@dataclass(frozen=True)
-class QueueItem:
+class QueueItem(NamedTuple):
+    """One missed question in the review queue (a named tuple: a queue has one per missed question)."""
+
     question_id: str
     due: datetime
     lapses: int

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import jinja2
 import nh3
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -271,8 +272,30 @@ def _static_version() -> str:
     return digest.hexdigest()[:10]
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _PagesEnvironment(jinja2.Environment):
+    """Jinja's environment, reading `value.name` on a plain dict as `value["name"]` at once.
+
+    Jinja tries the attribute first and the item after it; a dict has no attributes but its
+    methods, so every `.name` on one raised and caught an AttributeError before the item was
+    read. A run's report is dicts all the way down: a result page read ~200 values that way, a
+    page's footer ~10. Same values as before: the methods' names still go to the attribute, and
+    a key the dict does not hold goes the usual way (to undefined)."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
 def make_templates() -> Jinja2Templates:
-    templates = Jinja2Templates(directory=str(TEMPLATES))
+    loader = jinja2.FileSystemLoader(str(TEMPLATES))
+    templates = Jinja2Templates(env=_PagesEnvironment(loader=loader, autoescape=jinja2.select_autoescape()))
     env = templates.env
     env.filters.update(
         markdown=markdown,

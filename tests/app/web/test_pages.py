@@ -228,6 +228,18 @@ def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
     assert "tensor([1.])" in html and "careful" in html
 
 
+def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
+    """Pages read a run's report (dicts) as `value.name`, by the key at once: a key is its value,
+    a dict method's name is still the method even where a key has that name, and a missing key
+    is undefined (nothing shown, not an error)."""
+    from app.web.render import make_templates
+
+    env = make_templates().env
+    report = {"kind": "autocast", "items": "a key named like a method", "count": 0}
+    page = env.from_string("{{ r.kind }}|{{ r.count }}|{{ r.missing }}|{{ r.items() | list | length }}|{{ r.get('kind') }}")
+    assert page.render(r=report) == "autocast|0||3|autocast"
+
+
 async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web: Web) -> None:
     """Three missed questions come due (the clock moves on), are reviewed one after another, and
     are rescheduled further out; the home page says how many are due."""
