@@ -17,9 +17,15 @@ from typing import Any
 
 from app.bank.load import LoadedQuestion
 from app.live_bank import files_signature
-from app.mutate.apply import mutants_of
+from app.mutate.apply import mutants_of, rules_version
 from app.mutate.rules import rule as rule_named
-from app.verify.record import MutantRecord, fresh_mutants, load_mutant_records, mutants_dir
+from app.verify.record import (
+    MutantRecord,
+    code_hash,
+    fresh_mutants,
+    load_mutant_records,
+    mutants_dir,
+)
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
@@ -77,16 +83,26 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
     code = loaded.question.code
     if not code:
         return None
-    current = {m.rule.name: m.hash for m in mutants_of(code)}
-    if not current:
-        return None
+    derived: dict[str, str] | None = None
+
+    def current(entry: dict[str, Any]) -> dict[str, str]:
+        """Each rule that applies to today's code -> its mutant's hash: as recorded, when the
+        record was made from this code under these rules; else derived (once)."""
+        nonlocal derived
+        version = rules_version()
+        if version is not None and entry.get("rules") == version and entry.get("code_hash") == code_hash(code):
+            return {str(m.get("rule")): str(m.get("hash")) for m in entry.get("mutants") or [] if isinstance(m, dict)}
+        if derived is None:
+            derived = {m.rule.name: m.hash for m in mutants_of(code)}
+        return derived
+
     device = loaded.question.asks_about
     torch_version = str(environment.get("torch_version") or "")
     candidates = [r for r in records if r.device_kind == device and loaded.id in r.questions]
     candidates.sort(key=lambda r: (r.environment.get("torch_version") == torch_version, str(r.environment.get("date", ""))), reverse=True)
     for record in candidates:
         entry = record.questions[loaded.id]
-        fresh = fresh_mutants(entry, current)
+        fresh = fresh_mutants(entry, current(entry)) if isinstance(entry, dict) else []
         if not fresh:
             continue
         cards = []

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.explain_text import what_happened
 from app.grading import normalise_output
-from app.mutate.apply import Mutant, mutants_of
+from app.mutate.apply import Mutant, mutants_of, rules_version
 from app.mutate.rule import Rule
 from app.mutate.rules import RULES
 from app.verify.record import code_hash
@@ -66,6 +66,7 @@ class MutationReport:
         """What `ampquiz mutate --record` keeps of this report: enough to show the cards."""
         return {
             "code_hash": code_hash(self.code),
+            "rules": rules_version(),
             "original": recorded_run(self.original),
             "mutants": [
                 {

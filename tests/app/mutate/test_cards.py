@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from app.bank.load import load_bank
 from app.mutate.cards import RecordedMutants, diff_lines, what_if
 from app.verify.record import load_mutant_records, load_records, mutants_dir
@@ -70,13 +72,32 @@ def test_a_changed_question_shows_no_stale_card(recorded: Path, sandbox_pool: Sa
 def test_a_mutant_that_no_longer_matches_its_rule_is_left_out(recorded: Path, sandbox_pool: Sandbox) -> None:
     (path,) = mutants_dir(recorded).glob("*.json")
     data = json.loads(path.read_text())
-    data["questions"]["one-step"]["mutants"][0]["hash"] = "0" * 16  # as if the rule had changed since
+    entry = data["questions"]["one-step"]
+    entry["rules"] = "0" * 16  # recorded under other rules: today's mutants are derived and compared
+    entry["mutants"][0]["hash"] = "0" * 16  # as if that rule had changed since
     path.write_text(json.dumps(data))
     loaded = load_bank(recorded).question("one-step")
     assert loaded is not None
     shown = what_if(load_mutant_records(recorded), loaded, sandbox_pool.environment)
     assert shown is not None and shown.hidden == 1
     assert data["questions"]["one-step"]["mutants"][0]["rule"] not in [c.rule for c in shown.cards]
+
+
+def test_a_record_made_under_these_rules_is_shown_without_deriving_the_mutants(
+    recorded: Path, sandbox_pool: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record made from this very code under today's rules holds what the rules would derive:
+    a page shows it without deriving them again (~90 ms a question, once per web process)."""
+    from app.mutate import cards as cards_module
+
+    def no_deriving(code: str) -> None:
+        raise AssertionError("the mutants were derived again")
+
+    monkeypatch.setattr(cards_module, "mutants_of", no_deriving)
+    loaded = load_bank(recorded).question("one-step")
+    assert loaded is not None
+    shown = what_if(load_mutant_records(recorded), loaded, sandbox_pool.environment)
+    assert shown is not None and shown.hidden == 0 and "drop-scale" in [c.rule for c in shown.cards]
 
 
 def test_the_mutant_record_is_not_a_verification_record(recorded: Path) -> None:
