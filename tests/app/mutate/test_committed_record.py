@@ -3,7 +3,8 @@
 - It is fresh: every question with code that its device can run has an entry, and each entry's
   mutants are exactly what today's rules make of today's code (same rules, same hashes). A stale
   record does not break a page, it silently hides "What if…" cards; here it fails instead, saying
-  to run `ampquiz mutate --all --record`.
+  to run `ampquiz mutate --all --record`. It was also made under today's rules (their version),
+  so pages need not derive its mutants again.
 - Issue 17's promise: every GradScaler question (`app.mutate.subject`) has at least three mutants
   whose recorded output differs visibly from the original's.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from app.bank.load import Bank, load_bank
+from app.mutate.apply import rules_version
 from app.mutate.freshness import belongs_in, record_problems
 from app.mutate.subject import is_gradscaler_question
 from app.verify.record import MutantRecord, load_mutant_records
@@ -38,6 +40,19 @@ def test_the_committed_record_matches_the_bank_and_the_rules(bank: Bank, records
         problems = record_problems(bank, record)
         assert not problems, (
             f"{record.path.name} is stale; run `ampquiz mutate --all --record`:\n" + "\n".join(problems)
+        )
+
+
+def test_the_committed_record_was_made_under_todays_rules(records: list[MutantRecord]) -> None:
+    """So the pages take its mutants as recorded instead of applying every rule to every
+    question's code at their first view in each web process (see `rules_version`)."""
+    version = rules_version()
+    assert version is not None
+    for record in records:
+        other = sorted(qid for qid, entry in record.questions.items() if entry.get("rules") != version)
+        assert not other, (
+            f"{record.path.name} was made under other rules (app/mutate/ changed since): run "
+            f"`ampquiz mutate --all --record` ({len(other)} questions, e.g. {other[:3]})"
         )
 
 
