@@ -351,6 +351,7 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
     bare_url = httpx.URL(bare[1])
     bare_conns = [Connection(bare_url.host, bare_url.port or 80) for _ in range(most)]
     results: dict[int, dict[str, Round]] = {}
+    processes = {name: web_pids(proc.pid) for name, (proc, _) in servers.items()}
     try:
         for name, group in learners.items():  # every question's run made once, and every cookie
             t = time.perf_counter()
@@ -379,12 +380,24 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
                     rounds[name].append(await group.round(n, per, servers[name][0].pid))
             results[n] = {name: merge(rs) for name, rs in rounds.items()}
             report(n, results[n])
+            replaced(servers, processes)
     finally:
         for group in learners.values():
             group.close()
         for c in bare_conns:
             c.close()
     return results
+
+
+def replaced(servers: dict[str, tuple[subprocess.Popen, str]], processes: dict[str, list[int]]) -> None:
+    """Says so when a server's web processes are not the ones it started with: one that died was
+    replaced by a cold one, and what was measured since is not a warm server's."""
+    for name, (proc, _) in servers.items():
+        now = web_pids(proc.pid)
+        if sorted(now) != sorted(processes[name]):
+            print(line(f"  WARNING: {name}'s web processes changed", f"{processes[name]} -> {now}: "
+                       "one died and was replaced; these figures are not a warm server's"))  # fmt: skip
+            processes[name] = now
 
 
 def merge(rounds: list[Round]) -> Round:
