@@ -10,7 +10,6 @@ Runs in: the server (the web server's or the CLI's process); it starts the zygot
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import queue
@@ -20,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from sandbox import ending, wire
@@ -30,9 +28,7 @@ from sandbox.fair_gate import FairGate
 from sandbox.isolation import SAFE_ENV
 from sandbox.limits import Limits
 from sandbox.result import RunResult
-
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-_NEVER_HIDE = {"/", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/tmp", "/var"}
+from sandbox.visible import PACKAGE_ROOT, allowed_paths, hidden_paths
 
 # Every protection a fully privileged Linux host gives a run; what is missing is said at start.
 ALL_PROTECTIONS = (
@@ -47,23 +43,6 @@ log = logging.getLogger("ampquiz.sandbox")
 
 class SandboxError(RuntimeError):
     """The pool itself failed (not the snippet): the zygote died or could not start."""
-
-
-def default_hidden_paths() -> list[str]:
-    """What a snippet must not read: the server's working tree (config, database), home folders."""
-    return [os.getcwd(), os.path.expanduser("~"), "/root", "/home"]
-
-
-def allowed_paths() -> list[str]:
-    """What a runner's root holds besides system folders: the interpreter, the folders packages
-    are imported from (torch, NumPy and their dependencies) and this package's own folder."""
-    keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    keep |= {p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
-    keep.add(os.path.join(_PACKAGE_ROOT, "sandbox"))
-    for name in ("torch", "numpy"):  # found without importing them: the server stays light
-        spec = importlib.util.find_spec(name)
-        keep |= set(spec.submodule_search_locations or []) if spec else set()
-    return sorted(str(Path(p).resolve()) for p in keep if Path(p).is_dir())
 
 
 class Sandbox:
@@ -89,9 +68,8 @@ class Sandbox:
         """How long a runner may take to be prepared (and `start` to wait for the first one)."""
         self.zygote_timeout_s = start_timeout_s if zygote_timeout_s is None else zygote_timeout_s
         """How long the zygote may take to start: importing torch, several seconds on a busy host."""
-        hidden = [*default_hidden_paths(), *(hide or [])]
         self._config = {
-            "hide": sorted({str(Path(p).resolve()) for p in hidden if str(Path(p).resolve()) not in _NEVER_HIDE}),
+            "hide": hidden_paths(hide or []),
             "keep": allowed_paths(),
             "tmp_bytes": 64 * 1024 * 1024,
             "uid_base": 200000,
@@ -170,7 +148,7 @@ class Sandbox:
             [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())],
             pass_fds=[child_end.fileno()],
             env=dict(SAFE_ENV),
-            cwd=_PACKAGE_ROOT,
+            cwd=PACKAGE_ROOT,
             stdin=subprocess.DEVNULL,
         )
         child_end.close()

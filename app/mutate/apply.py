@@ -15,13 +15,10 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
-import hashlib
-import inspect
 import itertools
 import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from app.mutate.one_call import marked
 from app.mutate.quotes import double_quoted, prefers_double_quotes
@@ -45,29 +42,6 @@ class Mutant:
     """Of the original code, the rule and the mutant's code: what a recorded run of it proves."""
     normalised: bool = False
     """True when the diff is of `ast.unparse` of both (the fallback), not of the code as written."""
-
-
-_ENGINE = Path(__file__).parent
-"""The mutation engine's modules: what a mutant of a given code is depends on them alone (and on
-`mutant_hash`)."""
-
-
-@lru_cache(maxsize=1)
-def rules_version() -> str | None:
-    """A digest of the mutation engine's source (every module of `app.mutate`, and
-    `mutant_hash`'s): a record made under the same digest holds exactly the mutants these rules
-    derive from the code it names, so a page can show them without deriving them again (~90 ms
-    a question, once per web process). Any edit here, a comment's included, changes it: the
-    page then derives them, as for a record made before versions were kept. None where the
-    source is not there to read (nothing is taken on trust then)."""
-    try:
-        digest = hashlib.sha256()
-        for path in sorted(_ENGINE.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        digest.update(inspect.getsource(mutant_hash).encode())
-    except (OSError, TypeError):
-        return None
-    return digest.hexdigest()[:16]
 
 
 def mutants_of(code: str, rules: tuple[Rule, ...] = RULES) -> tuple[Mutant, ...]:

@@ -17,7 +17,8 @@ from typing import Any
 
 from app.bank.load import LoadedQuestion
 from app.live_bank import files_signature
-from app.mutate.apply import mutants_of, rules_version
+from app.mutate.apply import mutants_of
+from app.mutate.freshness import rules_version
 from app.mutate.rules import rule as rule_named
 from app.verify.record import (
     MutantRecord,
@@ -25,6 +26,7 @@ from app.verify.record import (
     fresh_mutants,
     load_mutant_records,
     mutants_dir,
+    recorded_hashes,
 )
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -83,15 +85,15 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
     code = loaded.question.code
     if not code:
         return None
-    derived: dict[str, str] | None = None
+    derived: dict[str, Any] | None = None
 
-    def current(entry: dict[str, Any]) -> dict[str, str]:
+    def current(entry: dict[str, Any]) -> dict[str, Any]:
         """Each rule that applies to today's code -> its mutant's hash: as recorded, when the
         record was made from this code under these rules; else derived (once)."""
         nonlocal derived
         version = rules_version()
         if version is not None and entry.get("rules") == version and entry.get("code_hash") == code_hash(code):
-            return {str(m.get("rule")): str(m.get("hash")) for m in entry.get("mutants") or [] if isinstance(m, dict)}
+            return recorded_hashes(entry)
         if derived is None:
             derived = {m.rule.name: m.hash for m in mutants_of(code)}
         return derived

@@ -3,14 +3,42 @@ that tells an author, and CI, to run `ampquiz mutate --all --record` again.
 
 A recorded mutant whose hash no longer matches is never shown (`fresh_mutants` in
 `app.verify.record`), so a stale record fails quietly: the "What if…" cards of an edited question
-just disappear. `record_problems` says so out loud, per question.
+just disappear. `record_problems` says so out loud, per question. `rules_version` names the
+rules a record was made under: while it holds, a page takes the record's mutants as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+from functools import lru_cache
+from pathlib import Path
+
 from app.bank.load import Bank
 from app.mutate.apply import mutants_of
-from app.verify.record import MutantRecord, code_hash
+from app.verify.record import MutantRecord, code_hash, mutant_hash, recorded_hashes
+
+_ENGINE = Path(__file__).parent
+"""The mutation engine's modules: what a mutant of a given code is depends on them alone (and on
+`mutant_hash`)."""
+
+
+@lru_cache(maxsize=1)
+def rules_version() -> str | None:
+    """A digest of the mutation engine's source (every module of `app.mutate`, and
+    `mutant_hash`'s): a record made under the same digest holds exactly the mutants these rules
+    derive from the code it names, so a page can show them without deriving them again (~90 ms
+    a question, once per web process). Any edit here, a comment's included, changes it: the
+    page then derives them, as for a record made before versions were kept. None where the
+    source is not there to read (nothing is taken on trust then)."""
+    try:
+        digest = hashlib.sha256()
+        for path in sorted(_ENGINE.glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(inspect.getsource(mutant_hash).encode())
+    except (OSError, TypeError):
+        return None
+    return digest.hexdigest()[:16]
 
 
 def belongs_in(device_kind: str, requires: str | None) -> bool:
@@ -39,7 +67,7 @@ def record_problems(bank: Bank, record: MutantRecord) -> list[str]:
             problems.append(f"{qid}: its code changed since the record")
             continue
         today = {m.rule.name: m.hash for m in mutants_of(code or "")}
-        recorded = {str(m.get("rule")): m.get("hash") for m in entry.get("mutants") or [] if isinstance(m, dict)}
+        recorded = recorded_hashes(entry)
         if recorded != today:
             new = sorted(set(today) - set(recorded))
             gone = sorted(set(recorded) - set(today))

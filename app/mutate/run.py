@@ -16,7 +16,8 @@ from typing import Any
 
 from app.explain_text import what_happened
 from app.grading import normalise_output
-from app.mutate.apply import Mutant, mutants_of, rules_version
+from app.mutate.apply import Mutant, mutants_of
+from app.mutate.freshness import rules_version
 from app.mutate.rule import Rule
 from app.mutate.rules import RULES
 from app.verify.record import code_hash

@@ -261,6 +261,11 @@ def write_mutant_record(
     return record
 
 
+def recorded_hashes(entry: dict[str, Any]) -> dict[str, Any]:
+    """A recorded question's mutants as rule -> hash."""
+    return {str(m.get("rule")): m.get("hash") for m in entry.get("mutants") or [] if isinstance(m, dict)}
+
+
 def fresh_mutants(entry: dict[str, Any], current: dict[str, str]) -> list[dict[str, Any]]:
     """The recorded mutants of one question that still hold: `current` maps each rule that
     applies to the question's code today to its mutant's hash; a recorded mutant whose rule no

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox
-from sandbox.pool import allowed_paths
+from sandbox.visible import allowed_paths
 from tests.support.pool import assert_still_works
 
 REPO = Path(__file__).resolve().parents[2]

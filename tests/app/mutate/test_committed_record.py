@@ -14,8 +14,7 @@ from __future__ import annotations
 import pytest
 
 from app.bank.load import Bank, load_bank
-from app.mutate.apply import rules_version
-from app.mutate.freshness import belongs_in, record_problems
+from app.mutate.freshness import belongs_in, record_problems, rules_version
 from app.mutate.subject import is_gradscaler_question
 from app.verify.record import MutantRecord, load_mutant_records
 from tests.support.cli import BANK
