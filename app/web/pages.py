@@ -145,8 +145,9 @@ async def question_page(request: Request) -> Response:
         shown = context["shown"]
         if shown is not None and shown.question_id == loaded.id:
             graded = regrade(loaded, shown, context["order"])
-            # Recorded mutants, never run here. Their first reading in a process applies every
-            # mutation rule to the code (~35 ms): here in the page thread, never on the event loop.
+            # Recorded mutants, never run here. Where the record was made under other rules or
+            # from other code, their first reading in a process applies every mutation rule to the
+            # code (~90 ms): here in the page thread, never on the event loop.
             what_if = what_if_for(request, state, loaded)
             context.update(outcome=graded, attempt=shown, run=run, run_message=run_message, what_if=what_if)
             # The run and the cards are the same for every learner: rendered once, then reused.
