@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from app import review
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
@@ -24,14 +24,13 @@ from app.store_rows import AttemptRow, CardRow, LearnerData
 STATUSES = ("new", "right", "wrong", "due")
 
 
-# The rows the progress page shows are objects, not dicts: a template reads `row.title` by
-# attribute first, and on a dict that miss raised and caught an AttributeError for every value
-# shown (the progress page rendered in 0.67 ms with dicts, 0.40 ms with attributes). The API
+# The rows the progress page shows are named tuples: a template reads `row.title` as an
+# attribute (C-level for a named tuple), and one is made in 0.5 us where a frozen dataclass took
+# 2.5 (its `__init__` sets each field through `object.__setattr__`); a page makes ~60. The API
 # sends them as dicts (`as_dicts`).
 
 
-@dataclass(frozen=True, slots=True)
-class TopicRow:
+class TopicRow(NamedTuple):
     topic: str
     total: int
     new: int
@@ -46,8 +45,7 @@ class TopicRow:
     """Percent of attempts right (None: not tried yet)."""
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryRow:
+class HistoryRow(NamedTuple):
     attempt_id: int
     question_id: str
     title: str
@@ -61,8 +59,7 @@ class HistoryRow:
     at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class QueueRow:
+class QueueRow(NamedTuple):
     question_id: str
     title: str
     topic: str
@@ -74,7 +71,7 @@ class QueueRow:
 
 def as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
     """Rows of this module as the API's JSON objects."""
-    return [{name: getattr(row, name) for name in row.__slots__} for row in rows]
+    return [row._asdict() for row in rows]
 
 
 @dataclass

@@ -345,10 +345,10 @@ _LAST = LastAnswer.__table__  # type: ignore[attr-defined]
 _TOPICS = TopicScore.__table__  # type: ignore[attr-defined]
 _STORED_RUN = select(_RUNS.c.result).where(_RUNS.c.key == bindparam("key"))
 _A, _C = _ATTEMPTS.c, _CARDS_TABLE.c
-_ATTEMPT_ROW = [_A[name] for name in AttemptRow.__dataclass_fields__]
+_ATTEMPT_ROW = [_A[name] for name in AttemptRow._fields]
 """The attempt's columns in AttemptRow's order (rows are made from them by position)."""
 _ADD_ATTEMPT = _ATTEMPTS.insert()
-_ATTEMPT_COLUMNS = tuple(name for name in AttemptRow.__dataclass_fields__ if name != "id")
+_ATTEMPT_COLUMNS = tuple(name for name in AttemptRow._fields if name != "id")
 """What recording an attempt gives (its id is the database's)."""
 _BY_SUBMIT = select(*_ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
 _ATTEMPT = select(*_ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))

@@ -11,11 +11,7 @@ from typing import NamedTuple
 from app.tables import AttemptValues, as_utc
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptRow(AttemptValues):
-    """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
-    object's bookkeeping (a progress page reads dozens)."""
-
+class _AttemptColumns(NamedTuple):
     id: int
     learner_id: str
     question_id: str
@@ -29,6 +25,13 @@ class AttemptRow(AttemptValues):
     submit_id: str | None
     seconds: float | None
 
+
+class AttemptRow(AttemptValues, _AttemptColumns):
+    """An attempt as read back for a page: the `Attempt` table's columns, without an ORM
+    object's bookkeeping. A named tuple (a progress page reads dozens): a frozen dataclass's
+    `__init__` sets each field through `object.__setattr__`, 2.5 us a row against 0.5."""
+
+    __slots__ = ()
 
 
 class CardRow(NamedTuple):

@@ -240,6 +240,28 @@ def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
     assert page.render(r=report) == "autocast|0||3|autocast"
 
 
+def test_pages_escape_what_they_show_as_markupsafe_does() -> None:
+    """Pages write values through their own escaping step (`escaped_text`): text, numbers and
+    objects are escaped; Markup, a macro's output and `|safe` are written as they are; an
+    undefined value writes nothing, and `{% autoescape false %}` turns escaping off."""
+    from markupsafe import Markup, escape
+
+    from app.web.render import make_templates
+
+    env = make_templates().env
+
+    class Shown:
+        def __str__(self) -> str:
+            return "<obj & 'quote'>"
+
+    values = ["<script>alert('x')</script>", 'a "b" & c', 3, 2.5, None, Shown(), Markup("<b>bold</b>")]
+    page = env.from_string("{% for v in values %}{{ v }}|{% endfor %}{{ nothing }}")
+    assert page.render(values=values) == "".join(f"{escape(v)}|" for v in values)
+    macro = env.from_string("{% macro m(x) %}<i>{{ x }}</i>{% endmacro %}{{ m('<z>') }}{{ '<y>' | safe }}")
+    assert macro.render() == "<i>&lt;z&gt;</i><y>"
+    assert env.from_string("{% autoescape false %}{{ v }}{% endautoescape %}").render(v="<x>") == "<x>"
+
+
 async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web: Web) -> None:
     """Three missed questions come due (the clock moves on), are reviewed one after another, and
     are rescheduled further out; the home page says how many are due."""
