@@ -66,11 +66,10 @@ class Store:
             _fill_summaries(self.engine, missing={_LAST.name, _TOPICS.name} - had)
         self._made = set(SQLModel.metadata.tables)
         """The tables this store made or found (those of every model imported before it)."""
-        # Reads on PostgreSQL in autocommit: one round trip per query, where a transaction adds
-        # a BEGIN before it and a ROLLBACK when the connection goes back to the pool. (SQLite's
-        # driver begins transactions only for writes already.)
+        # Reads on PostgreSQL have an engine of their own, in autocommit (see `make_engine`).
+        # (SQLite's driver begins transactions only for writes already.)
         postgres = self.engine.dialect.name == "postgresql"
-        self.reads = self.engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else self.engine
+        self.reads = make_engine(url, reads_only=True) if postgres else self.engine
         self._add_learner = _insert_ignoring_duplicates(self.engine, _LEARNER)
         self._add_run = _insert_ignoring_duplicates(self.engine, _RUNS, key="key")
         self._keep_last = _upsert(self.engine, _LAST, ("learner_id", "question_id", "fingerprint"), lambda new: {
@@ -120,6 +119,8 @@ class Store:
         if isinstance(self._writer, SqliteWriterTurn):
             self._writer.close()
         self.engine.dispose()
+        if self.reads is not self.engine:
+            self.reads.dispose()
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
