@@ -242,10 +242,12 @@ class DriverWrite:
 
     `columns`: the columns given at execution (an INSERT without `.values()`); every other
     parameter the statement needs is refused here, at construction, not at the first answer.
-    With `returning`, `run` gives that column of the first row written (the new id)."""
+    With `returning`, `run` gives that column of the first row written (the new id); with
+    `returns_value`, the first value of the first row the statement gives (one that returns
+    already: a SELECT over data-modifying CTEs)."""
 
     def __init__(self, engine: Engine, statement: Any, columns: tuple[str, ...] | None = None,
-                 returning: Any = None) -> None:  # fmt: skip
+                 returning: Any = None, *, returns_value: bool = False) -> None:  # fmt: skip
         dialect = engine.dialect
         if returning is not None:
             statement = statement.returning(returning)
@@ -258,7 +260,7 @@ class DriverWrite:
             name: process for name, bind in compiled.binds.items()
             if (process := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
         }  # fmt: skip
-        self._returning = returning is not None
+        self._returning = returning is not None or returns_value
         self._dialect = dialect
         self._error = dialect.loaded_dbapi.Error
 

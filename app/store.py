@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, inspect, or_
+from sqlalchemy import bindparam, case, func, inspect, literal_column, or_
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlmodel import Session, SQLModel, select
@@ -66,8 +66,8 @@ class Store:
             _fill_summaries(self.engine, missing={_LAST.name, _TOPICS.name} - had)
         self._made = set(SQLModel.metadata.tables)
         """The tables this store made or found (those of every model imported before it)."""
-        # Reads on PostgreSQL have an engine of their own, in autocommit (see `make_engine`).
-        # (SQLite's driver begins transactions only for writes already.)
+        # Reads on PostgreSQL, and its one-statement answers, have an engine of their own, in
+        # autocommit (see `make_engine`). (SQLite's driver begins transactions only for writes.)
         postgres = self.engine.dialect.name == "postgresql"
         self.reads = make_engine(url, reads_only=True) if postgres else self.engine
         self._add_learner = _insert_ignoring_duplicates(self.engine, _LEARNER)
@@ -85,6 +85,12 @@ class Store:
         self._write_topic = DriverWrite(self.engine, self._count_topic, columns=("learner_id", "topic", "attempts", "right_attempts"))
         self._write_new_card, self._write_card = DriverWrite(self.engine, _ADD_CARD), DriverWrite(self.engine, _UPDATE_CARD)
         self._card_of = DriverQuery(self.engine, _CARD)
+        self._answer_at_once = (
+            (DriverWrite(self.engine, _answer_statement(with_card=True), returns_value=True),
+             DriverWrite(self.engine, _answer_statement(with_card=False), returns_value=True))
+            if postgres else None
+        )  # fmt: skip
+        """PostgreSQL's one statement for an answer, with and without a card to write."""
         self._known_learners: set[str] = set()
         # The learner's busiest reads, on the driver's cursor (see DriverQuery).
         self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent = (
@@ -167,29 +173,27 @@ class Store:
             "kind": kind, "answer": json.dumps(answer), "correct": correct, "created_at": now,
             "fingerprint": fingerprint, "submit_id": submit_id, "seconds": seconds,
         }  # fmt: skip
+        key = {"learner": learner_id, "question": question_id}
         try:
-            with self._writer, self.engine.begin() as conn:
-                # A submit already stored is found by the unique (learner, submit) index: the
-                # attempt's INSERT fails, everything here rolls back, and the handler below reads
-                # the stored one (no SELECT before every answer for the rare replay).
-                key = {"learner": learner_id, "question": question_id}
-                stored = self._card_of.rows(conn, key)
-                card = _card(stored[0]) if stored else None
-                if reschedule is not None:
-                    same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
-                    review = reschedule(card if same else None)
-                if learner_id not in self._known_learners:
-                    self._write_learner.run(conn, {"id": learner_id, "created_at": now})
-                attempt_id = self._write_attempt.run(conn, values)
-                who = {"learner_id": learner_id, "question_id": question_id, "fingerprint": fingerprint}
-                self._write_last.run(conn, {**who, "attempt_id": attempt_id, "correct": correct})
-                self._write_topic.run(conn, {"learner_id": learner_id, "topic": topic, "attempts": 1,
-                                             "right_attempts": int(correct)})  # fmt: skip
-                if review is not None:
-                    lapses = 0 if card is None or (card.fingerprint and card.fingerprint != fingerprint) else card.lapses
-                    lapses += 0 if correct else 1
-                    row = {**key, "card": review.card_json, "due": review.due, "lapses": lapses, "fingerprint": fingerprint}
-                    (self._write_card if card is not None else self._write_new_card).run(conn, row)
+            if self._answer_at_once is not None:
+                attempt_id = self._record_at_once(values, key, review, reschedule)
+            else:
+                with self._writer, self.engine.begin() as conn:
+                    # A submit already stored is found by the unique (learner, submit) index: the
+                    # attempt's INSERT fails, everything here rolls back, and the handler below
+                    # reads the stored one (no SELECT before every answer for the rare replay).
+                    stored = self._card_of.rows(conn, key)
+                    card = _card(stored[0]) if stored else None
+                    card_row = _card_write(card, review, reschedule, values, key)
+                    if learner_id not in self._known_learners:
+                        self._write_learner.run(conn, {"id": learner_id, "created_at": now})
+                    attempt_id = self._write_attempt.run(conn, values)
+                    who = {"learner_id": learner_id, "question_id": question_id, "fingerprint": fingerprint}
+                    self._write_last.run(conn, {**who, "attempt_id": attempt_id, "correct": correct})
+                    self._write_topic.run(conn, {"learner_id": learner_id, "topic": topic, "attempts": 1,
+                                                 "right_attempts": int(correct)})  # fmt: skip
+                    if card_row is not None:
+                        (self._write_card if card is not None else self._write_new_card).run(conn, card_row)
             if len(self._known_learners) >= self.KNOWN_LEARNERS:
                 self._known_learners.clear()  # a simple bound: their next attempt inserts again
             self._known_learners.add(learner_id)
@@ -200,6 +204,26 @@ class Store:
             if earlier is None:
                 raise
             return earlier, False
+
+    def _record_at_once(self, values: dict[str, Any], key: dict[str, str], review: ReviewUpdate | None,
+                        reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None) -> int:  # fmt: skip
+        """PostgreSQL: the answer in two round trips, each a statement of its own in autocommit:
+        the card's read, then the attempt with the learner's last answer, topic score and card
+        written by one statement (`_answer_statement`), where a transaction of single statements
+        took seven (BEGIN, the read, four writes, COMMIT). One statement is atomic: when the
+        attempt's INSERT fails (a replayed submit), nothing of it is written."""
+        assert self._answer_at_once is not None
+        with self.reads.connect() as conn:
+            stored = self._card_of.rows(conn, key)
+            card = _card(stored[0]) if stored else None
+            card_row = _card_write(card, review, reschedule, values, key)
+            if values["learner_id"] not in self._known_learners:
+                self._write_learner.run(conn, {"id": values["learner_id"], "created_at": values["created_at"]})
+            with_card, without_card = self._answer_at_once
+            if card_row is None:
+                return without_card.run(conn, {**values, "right_attempts": int(values["correct"])})
+            return with_card.run(conn, {**values, "right_attempts": int(values["correct"]), "card": card_row["card"],
+                                        "due": card_row["due"], "lapses": card_row["lapses"]})  # fmt: skip
 
     @reconnecting
     def submitted(self, learner_id: str, submit_id: str) -> AttemptRow | None:
@@ -328,6 +352,50 @@ def _insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> 
         exists = select(table.c[key]).where(table.c[key] == bindparam(key)).exists()
         return table.insert().from_select([c.name for c in table.columns], select(*params).where(~exists))
     return dialect_insert(table).on_conflict_do_nothing()
+
+
+def _card_write(card: CardRow | None, review: ReviewUpdate | None,
+                reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None,
+                values: dict[str, Any], key: dict[str, str]) -> dict[str, Any] | None:  # fmt: skip
+    """The review card's row to write with an answer (None: the card stays as it is): `review`,
+    or what `reschedule` makes of the card stored (None, or another version's card: afresh)."""
+    fingerprint, correct = values["fingerprint"], values["correct"]
+    same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
+    if reschedule is not None:
+        review = reschedule(card if same else None)
+    if review is None:
+        return None
+    lapses = (card.lapses if card is not None and same else 0) + (0 if correct else 1)
+    return {**key, "card": review.card_json, "due": review.due, "lapses": lapses, "fingerprint": fingerprint}
+
+
+def _answer_statement(*, with_card: bool) -> Any:
+    """PostgreSQL: an answer as one statement. The attempt's INSERT returns its id, which the
+    learner's last answer takes; the topic's score and (`with_card`) the review card are upserted
+    beside it. Parameters: the attempt's columns, `right_attempts`, and the card's `card`, `due`
+    and `lapses`."""
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    attempt = _ADD_ATTEMPT.values({name: bindparam(name) for name in _ATTEMPT_COLUMNS}).returning(_A.id).cte("new_attempt")
+    who = {"learner_id": bindparam("learner_id"), "question_id": bindparam("question_id"), "fingerprint": bindparam("fingerprint")}
+    last = pg_insert(_LAST).values(**who, attempt_id=select(attempt.c.id).scalar_subquery(), correct=bindparam("correct"))
+    last = last.on_conflict_do_update(index_elements=["learner_id", "question_id", "fingerprint"],
+                                      set_={"attempt_id": last.excluded.attempt_id, "correct": last.excluded.correct})  # fmt: skip
+    topic = pg_insert(_TOPICS).values(learner_id=bindparam("learner_id"), topic=bindparam("topic"), attempts=literal_column("1"),
+                                      right_attempts=bindparam("right_attempts"))  # fmt: skip
+    topic = topic.on_conflict_do_update(index_elements=["learner_id", "topic"], set_={
+        "attempts": _TOPICS.c.attempts + topic.excluded.attempts,
+        "right_attempts": _TOPICS.c.right_attempts + topic.excluded.right_attempts,
+    })  # fmt: skip
+    writes = [last.cte("kept_last"), topic.cte("counted_topic")]
+    if with_card:
+        card = pg_insert(_CARDS_TABLE).values(**who, card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses"))
+        card = card.on_conflict_do_update(index_elements=["learner_id", "question_id"], set_={
+            "card": card.excluded.card, "due": card.excluded.due, "lapses": card.excluded.lapses,
+            "fingerprint": card.excluded.fingerprint,
+        })  # fmt: skip
+        writes.append(card.cte("moved_card"))
+    return select(attempt.c.id).add_cte(*writes)
 
 
 def _attempt(row: Any) -> AttemptRow:
