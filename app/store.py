@@ -162,11 +162,12 @@ class Store:
         reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None = None,
         now: datetime | None = None,
     ) -> tuple[AttemptRow, bool]:
-        """Stores an attempt (creating the learner on first use) and updates its review card, in
-        one transaction. Returns the attempt and whether it is new: a `submit_id` already stored
-        for this learner (a double click, a replayed form) returns the attempt it stored, and
-        changes nothing. `reschedule`, when given, computes the card's update from the card as
-        stored (None, or another version's card: start afresh), read in the same transaction."""
+        """Stores an attempt (creating the learner on first use) and updates its review card,
+        atomically (one transaction on SQLite, one statement on PostgreSQL: `_record_at_once`).
+        Returns the attempt and whether it is new: a `submit_id` already stored for this learner
+        (a double click, a replayed form) returns the attempt it stored, and changes nothing.
+        `reschedule`, when given, computes the card's update from the card as stored (None, or
+        another version's card: start afresh), read just before the writes."""
         now = now or utcnow()
         values = {
             "learner_id": learner_id, "question_id": question_id, "set_id": set_id, "topic": topic,
