@@ -39,16 +39,16 @@ a busy process (the event loop's default executor: cores + 4): SQLAlchemy's defa
 set and its schema parsed again; for PostgreSQL, a new backend)."""
 
 
-READ_POOLED = 4
-"""Connections each process keeps for PostgreSQL reads (`make_engine(..., reads_only=True)`):
-the page threads (two there) and a health check's ping."""
+AUTOCOMMIT_POOLED = 4
+"""Connections each process keeps for PostgreSQL's single statements (`make_engine(...,
+autocommit=True)`): the page threads (two there) and a health check's ping."""
 
 
-def make_engine(url: str, *, reads_only: bool = False) -> Engine:
+def make_engine(url: str, *, autocommit: bool = False) -> Engine:
     """An engine for `url`; for a SQLite file, its folder is created and WAL mode is on.
 
-    `reads_only` (a server database): connections in autocommit for good, for single reads: one
-    round trip per query, where a transaction adds a BEGIN before it and a ROLLBACK when the
+    `autocommit` (a server database): connections in autocommit for good, for single statements
+    (reads, an answer's one statement): one round trip per statement, where a transaction adds a BEGIN before it and a ROLLBACK when the
     connection goes back to the pool. Set per connection instead (`execution_options`), each
     checkout and checkin switched the driver's mode back and forth: four calls into psycopg and
     ~20 us of CPU a read, a third of what the query itself costs (0.085 -> 0.063 ms a
@@ -66,8 +66,8 @@ def make_engine(url: str, *, reads_only: bool = False) -> Engine:
     # No `pool_pre_ping`: its round trip on every checkout cost ~0.3 ms of CPU per request. A
     # connection the server dropped (a restart) fails once instead; SQLAlchemy then replaces every
     # pooled connection, and the store's own calls try once more (`reconnecting`).
-    if reads_only:  # nothing to roll back on return: there is never a transaction open
-        return create_engine(url, pool_size=READ_POOLED, max_overflow=READ_POOLED, isolation_level="AUTOCOMMIT",
+    if autocommit:  # nothing to roll back on return: there is never a transaction open
+        return create_engine(url, pool_size=AUTOCOMMIT_POOLED, max_overflow=AUTOCOMMIT_POOLED, isolation_level="AUTOCOMMIT",
                              pool_reset_on_return=None)  # fmt: skip
     return create_engine(url, pool_size=POOLED, max_overflow=POOLED)
 

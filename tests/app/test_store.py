@@ -208,13 +208,13 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
     assert last_answer() == second.id
 
     # stored as SQLAlchemy stores the same values (SQLite: the same text for the time)
-    from app.store import _ATTEMPTS
+    from app.store_sql import ATTEMPTS
 
     values = {"learner_id": "cy", "question_id": "q9", "set_id": "s", "topic": "scaler", "kind": "predict_output",
               "answer": '"torch.float16"', "correct": False, "created_at": when, "fingerprint": "v1",
               "submit_id": "by-sqlalchemy", "seconds": 1.5}  # fmt: skip
     with store.engine.begin() as conn:
-        conn.execute(_ATTEMPTS.insert(), values)
+        conn.execute(ATTEMPTS.insert(), values)
         raw = "SELECT learner_id, set_id, topic, kind, answer, correct, created_at, fingerprint, seconds FROM attempt"
         ours, theirs = (conn.execute(text(raw + " WHERE submit_id = :s"), {"s": s}).one() for s in ("form-1", "by-sqlalchemy"))
         assert ours == theirs
