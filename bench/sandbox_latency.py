@@ -100,7 +100,8 @@ def throughput(sb, seconds: float) -> dict[str, float]:
             with lock:
                 done += 1
 
-    zygote = sb._zygote.pid
+    # `Sandbox.zygote` is this tree's; an earlier commit's pool (the base) kept it as `_zygote`.
+    zygote = (sb.zygote if hasattr(sb, "zygote") else sb._zygote).pid
     cpu0, pool0, faults0 = _cpu_s(zygote), _cpu_s(), _faults(zygote)
     threads = [threading.Thread(target=client) for _ in range(2)]
     t = time.perf_counter()

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sandbox.limits import Limits
-    from sandbox.pool import Sandbox, SandboxError
+    from sandbox.pool import Sandbox
     from sandbox.result import Environment, ExceptionInfo, RunResult, WarningInfo
+    from sandbox.zygote_link import SandboxError
 
 __all__ = [
     "Environment",
@@ -34,7 +35,7 @@ __all__ = [
 _EXPORTS = {
     "Limits": "sandbox.limits",
     "Sandbox": "sandbox.pool",
-    "SandboxError": "sandbox.pool",
+    "SandboxError": "sandbox.zygote_link",
     "Environment": "sandbox.result",
     "ExceptionInfo": "sandbox.result",
     "RunResult": "sandbox.result",

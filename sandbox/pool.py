@@ -2,7 +2,8 @@
 
 The pool keeps `workers` + 1 runners prepared (forked, isolated, warmed up, waiting for code), so a
 run pays only for its own code. A runner serves exactly one snippet and is then destroyed; a
-background thread asks the zygote for the next one, and restarts the zygote if it died.
+background thread asks the zygote for the next one (through `sandbox.zygote_link`), and restarts
+the zygote if it died.
 
 Runs in: the server (the web server's or the CLI's process); it starts the zygote, never runs code.
 """
@@ -11,11 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import queue
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,10 +23,12 @@ from sandbox import ending, wire
 from sandbox.cgroup import RunCgroup
 from sandbox.collect import RunnerGone, Slot, collect
 from sandbox.fair_gate import FairGate
-from sandbox.isolation import SAFE_ENV
 from sandbox.limits import Limits
 from sandbox.result import RunResult
-from sandbox.visible import PACKAGE_ROOT, allowed_paths, hidden_paths
+from sandbox.visible import allowed_paths, hidden_paths
+from sandbox.zygote_link import SandboxError, ZygoteLink
+
+__all__ = ["ALL_PROTECTIONS", "SPARE_RUNNERS", "Sandbox", "SandboxError"]
 
 # Every protection a fully privileged Linux host gives a run; what is missing is said at start.
 ALL_PROTECTIONS = (
@@ -39,10 +39,6 @@ ALL_PROTECTIONS = (
 )  # fmt: skip
 SPARE_RUNNERS = 1
 log = logging.getLogger("ampquiz.sandbox")
-
-
-class SandboxError(RuntimeError):
-    """The pool itself failed (not the snippet): the zygote died or could not start."""
 
 
 class Sandbox:
@@ -68,15 +64,14 @@ class Sandbox:
         """How long a runner may take to be prepared (and `start` to wait for the first one)."""
         self.zygote_timeout_s = start_timeout_s if zygote_timeout_s is None else zygote_timeout_s
         """How long the zygote may take to start: importing torch, several seconds on a busy host."""
-        self._config = {
+        config = {
             "hide": hidden_paths(hide or []),
             "keep": allowed_paths(),
             "tmp_bytes": 64 * 1024 * 1024,
             "uid_base": 200000,
             "allow_cuda": allow_cuda,
         }
-        self._zygote: subprocess.Popen | None = None
-        self._control: socket.socket | None = None
+        self._link = ZygoteLink(config, self.zygote_timeout_s)
         self._ready: queue.Queue[Slot] = queue.Queue()
         self._ready_lock = threading.Lock()
         self._wanted = threading.Semaphore(0)
@@ -89,10 +84,6 @@ class Sandbox:
         self._graveyard: queue.Queue[Slot | None] = queue.Queue()
         self._to_prepare: queue.Queue[Slot | None] = queue.Queue()
         """Runners forked and not yet ready, for the `sandbox-prepare` threads to wait on."""
-        self.environment: dict[str, Any] = {}
-        self.cgroups = False
-        self.huge_page_bytes = 0
-        """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
         self.last_failure: str | None = None
         """Why the last runner that failed while preparing failed, if one did."""
         self._failed_in_a_row = 0
@@ -100,15 +91,13 @@ class Sandbox:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Sandbox:
-        if self._zygote is not None:
+        if self._link.process is not None:
             return self
         self._closing.clear()
         try:
-            self._start_zygote()
+            self._link.start()
         except SandboxError:
-            self._zygote = None  # not started: `alive` is False, and start() may be tried again
-            if self._control:
-                self._control.close()
+            self._link.forget()  # not started: `alive` is False, and start() may be tried again
             raise
         self._threads = [
             threading.Thread(target=self._refill, name="sandbox-refill", daemon=True),
@@ -139,59 +128,24 @@ class Sandbox:
             )
         return self
 
-    def _start_zygote(self) -> None:
-        parent_end, child_end = socket.socketpair()
-        # The configuration goes on the socket, not the command line: every runner inherits the
-        # zygote's command line, and a snippet reads it as /proc/1/cmdline. The package is found
-        # from the working folder (`-m` puts it on sys.path), so no path rides in the environment.
-        self._zygote = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())],
-            pass_fds=[child_end.fileno()],
-            env=dict(SAFE_ENV),
-            cwd=PACKAGE_ROOT,
-            stdin=subprocess.DEVNULL,
-        )
-        child_end.close()
-        self._control = parent_end
-        parent_end.settimeout(self.zygote_timeout_s)
-        timed_out = False
-        try:
-            wire.send(parent_end, self._config)
-            hello = wire.recv(parent_end)
-        except TimeoutError:
-            hello, timed_out = None, True
-        except OSError:
-            hello = None
-        if hello is None:
-            raise self._zygote_failed(timed_out)
-        parent_end.settimeout(None)
-        self.environment = hello["environment"]
-        self.cgroups = hello["cgroups"]
-        self.huge_page_bytes = int(hello.get("huge_page_bytes", 0))
-        if hello.get("syscall_filter", "ok") != "ok":
-            log.warning("sandbox: %s", hello["syscall_filter"])
+    @property
+    def zygote(self) -> subprocess.Popen | None:
+        """The zygote's process (its pid, whether it lives): for tests and benchmarks."""
+        return self._link.process
 
-    def _zygote_failed(self, timed_out: bool) -> SandboxError:
-        """Why the zygote never said hello, in words that tell the two cases apart: still busy
-        when its time was up (killed now), or gone, with its exit code."""
-        assert self._zygote is not None
-        if not timed_out:
-            try:  # it closed its end: it is exiting, or about to
-                self._zygote.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        code = self._zygote.poll()
-        if code is None:
-            self._zygote.kill()
-            self._zygote.wait()
-            if timed_out:
-                return SandboxError(
-                    f"the sandbox zygote did not start within {self.zygote_timeout_s:g} s "
-                    "(it imports torch: is the host overloaded?); it was stopped"
-                )
-            return SandboxError("the sandbox zygote stopped answering while starting; it was stopped")
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return SandboxError(f"the sandbox zygote {how} while starting (is torch importable?)")
+    @property
+    def environment(self) -> dict[str, Any]:
+        """What the zygote found on this host (torch's version, the device), said at its start."""
+        return self._link.environment
+
+    @property
+    def cgroups(self) -> bool:
+        return self._link.cgroups
+
+    @property
+    def huge_page_bytes(self) -> int:
+        """How much of the zygote's heap is on 2 MiB pages (cheaper forks); 0 where the host refused."""
+        return self._link.huge_page_bytes
 
     def missing_protections(self) -> list[str]:
         """Protections this host refused (e.g. namespaces in an unprivileged container)."""
@@ -201,11 +155,11 @@ class Sandbox:
     @property
     def alive(self) -> bool:
         """The zygote is running (runs can be prepared). The refill thread restarts a dead one."""
-        return self._zygote is not None and self._zygote.poll() is None
+        return self._link.alive
 
     def close(self, wait_s: float = 10.0) -> None:
         """Stop preparing runners, let runs in flight finish (up to `wait_s`), then tear down."""
-        if self._zygote is None:
+        if self._link.process is None:
             return
         self._closing.set()
         self._wanted.release()
@@ -218,19 +172,7 @@ class Sandbox:
             self._to_prepare.put(None)  # not joined: one may still wait on a runner the zygote's stop ends
         for thread in self._threads:
             thread.join(timeout=10)
-        try:
-            assert self._control is not None
-            wire.send(self._control, {"type": "stop"})
-        except OSError:
-            pass
-        try:
-            self._zygote.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._zygote.kill()
-            self._zygote.wait()
-        if self._control:
-            self._control.close()
-        self._zygote = None
+        self._link.stop()
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034 - start() returns self
         return self.start()
@@ -266,7 +208,7 @@ class Sandbox:
             if self._closing.is_set():
                 return
             try:
-                slot = self._fork_slot()
+                slot = self._link.fork()
                 backoff = 0.5
             except (OSError, ValueError, SandboxError) as exc:
                 if self._closing.is_set():
@@ -275,7 +217,7 @@ class Sandbox:
                 if not self.alive:
                     log.error("sandbox zygote died (%s); restarting it", exc)
                     try:
-                        self._start_zygote()
+                        self._link.start()
                     except (OSError, SandboxError) as again:
                         log.error("sandbox zygote restart failed: %s", again)
                 time.sleep(backoff)
@@ -316,18 +258,6 @@ class Sandbox:
         while (slot := self._graveyard.get()) is not None:
             slot.close()
 
-    def _fork_slot(self) -> Slot:
-        assert self._control is not None
-        wire.send(self._control, {"type": "spawn"})
-        reply, fds = wire.recv_with_fds(self._control, 4)
-        if reply is None:
-            raise SandboxError("the sandbox zygote stopped answering")
-        if len(fds) != 4:
-            for fd in fds:
-                os.close(fd)
-            raise SandboxError(f"the sandbox zygote could not fork: {reply.get('message', reply)}")
-        return Slot(reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2], socket.socket(fileno=fds[3]))
-
     def _wait_until_ready(self, slot: Slot) -> None:
         """Until the runner is prepared, so a run never waits for set-up."""
         slot.sock.settimeout(self.start_timeout_s)
@@ -355,7 +285,7 @@ class Sandbox:
     ) -> RunResult:
         """Run `code` once in a fresh isolated process. `device="cuda"` on a CPU host: `unavailable`."""
         limits = limits or Limits()
-        if self._zygote is None or self._closing.is_set():
+        if self._link.process is None or self._closing.is_set():
             raise SandboxError("the sandbox is not started: use `with Sandbox() as sb:` or call start()")
         if device == "cuda" and self.environment.get("device_kind") != "cuda":
             return RunResult.needs_cuda(self.environment)

@@ -246,7 +246,7 @@ def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_r
     (kept / "kept_under_tmp.py").write_text("VALUE = 42\n")
     (tmp_path / "beside-it.txt").write_text("not allowed")
     pool = Sandbox(workers=1)
-    pool._config["keep"] = [*pool._config["keep"], str(kept)]
+    pool._link.config["keep"] = [*pool._link.config["keep"], str(kept)]
     with pool:
         r = pool.run(textwrap.dedent(f"""
             import os, sys

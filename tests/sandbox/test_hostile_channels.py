@@ -127,8 +127,8 @@ def test_odd_exception_texts_still_serialise(sb: Sandbox) -> None:
 def test_pool_recovers_when_its_zygote_dies() -> None:
     with Sandbox(workers=1) as pool:
         assert pool.run("print(1)").stdout == "1\n"
-        assert pool._zygote is not None
-        os.kill(pool._zygote.pid, signal.SIGKILL)
+        assert pool.zygote is not None
+        os.kill(pool.zygote.pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
         outcomes = []
         while time.monotonic() < deadline:
@@ -184,7 +184,7 @@ def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
             from sandbox import Sandbox, Limits
             with Sandbox(workers=1) as sb:
                 print("ready", flush=True)
-                print(sb._zygote.pid, flush=True)
+                print(sb.zygote.pid, flush=True)
                 sb.run("import os, time\\nif os.fork() == 0:\\n    os.execv('/bin/sleep', ['sleep', '876123'])\\n"
                        "while True:\\n    time.sleep(1)", limits=Limits(wall_s=300))
         """)],

@@ -70,8 +70,8 @@ def test_nothing_outlives_a_run_not_even_what_blocks_in_the_kernel(sb: Sandbox) 
     for m in markers:
         assert eventually_empty(lambda m=m: processes_with_argument(m)) == [], m
     assert eventually_empty(lambda: [d for d in cgroups if d.exists()]) == []
-    assert sb._zygote is not None
-    assert eventually_empty(lambda: processes_of_runs(sb._zygote.pid, runners=False)) == []
+    assert sb.zygote is not None
+    assert eventually_empty(lambda: processes_of_runs(sb.zygote.pid, runners=False)) == []
     assert_still_works(sb)
 
 
@@ -126,7 +126,7 @@ def test_runners_being_prepared_cant_take_the_cpu_from_a_run(sb: Sandbox) -> Non
     are delivered: until a runner is handed code its cgroup has a small CPU weight, and the run's
     own cgroup the kernel's default, so a run competes as any process would and preparation takes
     what is left."""
-    assert sb._zygote is not None
+    assert sb.zygote is not None
     result: list[RunResult] = []
     code = 'import os, time\nif os.fork() == 0:\n    os.execv("/bin/sleep", ["sleep", "765441"])\ntime.sleep(1.5)\n'
     run = threading.Thread(target=lambda: result.append(sb.run(code)))
@@ -141,7 +141,7 @@ def test_runners_being_prepared_cant_take_the_cpu_from_a_run(sb: Sandbox) -> Non
     prepared = [
         d / c.name
         for d in {r.parent for r in running}
-        for c in d.glob(f"ampquiz-run-{sb._zygote.pid}-*")
+        for c in d.glob(f"ampquiz-run-{sb.zygote.pid}-*")
         if d / c.name not in running
     ]
     weights = {str(d): _cpu_weight(d) for d in prepared if d.exists()}
@@ -165,17 +165,17 @@ def test_a_snippet_runs_at_the_servers_priority_and_ctrl_c_is_its_own(sb: Sandbo
 def test_ctrl_c_cant_stop_the_zygote_the_server_stops_it(sb: Sandbox) -> None:
     """Ctrl+C in `ampquiz serve` reaches the zygote too (one foreground process group): it printed
     a KeyboardInterrupt traceback and died. It ignores SIGINT; the server shuts the pool down."""
-    assert sb._zygote is not None
-    zygote = sb._zygote
+    assert sb.zygote is not None
+    zygote = sb.zygote
     os.kill(zygote.pid, signal.SIGINT)
     for _ in range(2 * (sb.workers + 1)):  # past every runner prepared before the signal
         assert_still_works(sb)
-    assert sb._zygote is zygote and zygote.poll() is None
+    assert sb.zygote is zygote and zygote.poll() is None
 
 
 def _prepared_runners(sb: Sandbox) -> int:
-    assert sb._zygote is not None
-    return len(processes_of_runs(sb._zygote.pid))
+    assert sb.zygote is not None
+    return len(processes_of_runs(sb.zygote.pid))
 
 
 def test_a_used_runner_is_replaced_only_after_its_result_is_delivered(sb: Sandbox) -> None:

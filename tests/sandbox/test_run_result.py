@@ -82,8 +82,8 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
 def test_the_zygote_stays_single_threaded_after_its_warm_up(sb: Sandbox) -> None:
     """It runs torch ops once (on a CPU host) before it forks runners: a thread started there
     (an intra-op pool, say) would leave each fork with locks no thread of its own can release."""
-    assert sb._zygote is not None
-    assert os.listdir(f"/proc/{sb._zygote.pid}/task") == [str(sb._zygote.pid)]
+    assert sb.zygote is not None
+    assert os.listdir(f"/proc/{sb.zygote.pid}/task") == [str(sb.zygote.pid)]
     assert sb.run("import torch\nprint(torch.get_num_threads())").stdout == "1\n"
 
 

@@ -32,7 +32,7 @@ def watch_pool_starts() -> None:
         return
 
     def start(self: Sandbox) -> Sandbox:
-        if getattr(self, "_zygote", None) is not None:
+        if self.zygote is not None:
             return original(self)  # already running: start() is a no-op
         item = _current["item"]
         with _lock:
