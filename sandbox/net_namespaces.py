@@ -14,8 +14,8 @@ about 5 % of the host's CPU per run on a 2-core host. So the zygote keeps them:
   an interface up, add an address, a route or a firewall rule, set a sysctl;
 - the runner that is lent one joins it while it is still root and before any snippet runs, and
   stays only if it finds it as it was made: no socket of any family open in it and every interface
-  down. Otherwise it makes a new one for itself (and the zygote lends the old one again: on what
-  the points above allow, it never happens).
+  down. Otherwise it makes a new one for itself, and the zygote lends the old one again later, to
+  a runner that checks it again (a UDP socket of an ended run is freed a moment after its close).
 
 What a namespace carries from one run to the next is its counters (`/proc/net/snmp`, `netstat`):
 how many packets the earlier runs failed to send, never what was in them.
