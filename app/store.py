@@ -25,6 +25,7 @@ from app.database import (
     add_missing_columns,
     make_engine,
     reconnecting,
+    rows_together,
     schema_turn,
 )
 from app.store_rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
@@ -304,11 +305,14 @@ class Store:
             return LearnerData()
         key = {"learner": learner_id}
         with self.reads.connect() as conn:
-            latest = self._latest.rows(conn, key)
-            by_topic = {t: (n, int(r or 0)) for t, n, r in self._by_topic.rows(conn, key)}
-            cards = {r[1]: _card(r) for r in self._cards.rows(conn, key)}
-            newest = [_attempt(r) for r in self._recent.rows(conn, {**key, "limit": recent})] if recent else []
-        return LearnerData(latest, by_topic, cards, newest)
+            reads = [(self._latest, key), (self._by_topic, key), (self._cards, key)]
+            if recent:
+                reads.append((self._recent, {**key, "limit": recent}))
+            latest, by_topic, cards, *newest = rows_together(conn, reads)
+        return LearnerData(
+            latest, {t: (n, int(r or 0)) for t, n, r in by_topic}, {r[1]: _card(r) for r in cards},
+            [_attempt(r) for r in newest[0]] if newest else [],
+        )  # fmt: skip
 
 
 def _card_write(card: CardRow | None, review: ReviewUpdate | None,
