@@ -251,12 +251,13 @@ class Store:
     ) -> QuestionState:
         """Whether the last attempt at this version of one question was right, and when its review
         card is due: all a question page needs, in one cheap query (it is the busiest page). With
-        `attempt_id`, that attempt is read too (the result page), on the same connection."""
+        `attempt_id`, that attempt is read too (the result page), in the same round trip."""
+        reads = [(self._question_state, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint})]
+        if attempt_id is not None:
+            reads.append((self._attempt_by_id, {"id": attempt_id, "learner": learner_id}))
         with self.reads.connect() as conn:
-            ((correct, due),) = self._question_state.rows(
-                conn, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint}
-            )
-            attempt = self._attempt_on(conn, learner_id, attempt_id) if attempt_id is not None else None
+            ((correct, due),), *found = rows_together(conn, reads)
+        attempt = _attempt(found[0][0]) if found and found[0] else None
         return QuestionState(
             None if correct is None else bool(correct),
             as_utc(due) if due is not None else None,
@@ -270,12 +271,9 @@ class Store:
 
     @reconnecting
     def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
+        """Attempt `attempt_id` when it is this learner's."""
         with self.reads.connect() as conn:
-            return self._attempt_on(conn, learner_id, attempt_id)
-
-    def _attempt_on(self, conn: Any, learner_id: str, attempt_id: int) -> AttemptRow | None:
-        """Attempt `attempt_id` when it is this learner's, read on `conn`."""
-        found = self._attempt_by_id.rows(conn, {"id": attempt_id, "learner": learner_id})
+            found = self._attempt_by_id.rows(conn, {"id": attempt_id, "learner": learner_id})
         return _attempt(found[0]) if found else None
 
     @reconnecting
