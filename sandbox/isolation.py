@@ -82,16 +82,15 @@ def prctl(option: int, arg: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl")
 
 
-def enter_namespaces(*, mount_namespace: bool = True, network: bool = True) -> list[str]:
+def enter_namespaces(*, mount_namespace: bool = True) -> list[str]:
     """Unshare what the host allows, one namespace at a time; returns the names that took effect.
-    `mount_namespace` False leaves the mount namespace to the caller (`sandbox.root_template`),
-    `network` False the network namespace (`sandbox.net_namespaces`).
+    `mount_namespace` False leaves the mount namespace to the caller (`sandbox.root_template`).
 
     Called in the runner, during set-up, while it is still root.
     """
     active = []
     for name, flag in NAMESPACES.items():
-        if (name == "mount-namespace" and not mount_namespace) or (name == "net-namespace" and not network):
+        if name == "mount-namespace" and not mount_namespace:
             continue
         try:
             unshare(flag)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import filesystem, isolation, net_namespaces, root_template, seccomp, wire
+from sandbox import filesystem, isolation, root_template, seccomp, wire
 from sandbox.cgroup import CgroupFactory
 from sandbox.ending import CRASH_EXIT, EXIT_CODES
 
@@ -158,10 +158,7 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     wire.send(sock, {"type": "hello", "cgroup": cgroup_dirs})
     template = config.get("root_template")
     # With a root template the mount namespace comes from it (a copy of the template's).
-    lent = config["net_namespace"]
-    if lent is not None:  # first, as `enter_namespaces` would
-        protections += net_namespaces.join(lent)
-    protections += isolation.enter_namespaces(mount_namespace=template is None, network=lent is None)
+    protections += isolation.enter_namespaces(mount_namespace=template is None)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     devnull = os.open("/dev/null", os.O_RDONLY)

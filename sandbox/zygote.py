@@ -37,7 +37,6 @@ from typing import Any
 
 from sandbox import isolation, root_template, runner, seccomp, wire
 from sandbox.cgroup import CgroupFactory
-from sandbox.net_namespaces import NetworkNamespaces
 
 
 def _warm_imports() -> None:
@@ -130,7 +129,6 @@ class Zygote:
         self.live: dict[int, socket.socket] = {}
         """Runner pid -> the zygote's end of its status socket, for the exit message."""
         self.own_pid_ns = isolation.open_own_pid_namespace()
-        self.net_namespaces = NetworkNamespaces()
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         # SIGCHLD only wakes the loop (a byte on this pipe); reaping happens in the loop, never
         # in the middle of a spawn.
@@ -175,7 +173,6 @@ class Zygote:
             sock = self.live.pop(pid, None)
             if sock is None:
                 continue  # an orphan reparented here (hosts without pid namespaces)
-            self.net_namespaces.returned(pid)
             try:
                 sock.setblocking(False)  # the pool may have stopped reading: never wait on it
                 wire.send(sock, _exit_message(status, usage))
@@ -189,33 +186,26 @@ class Zygote:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         self.spawned += 1
-        pid_namespace = self.own_pid_ns is not None and isolation.new_pid_namespace_for_next_child()
         config = {
             **self.config,
             # A uid of its own per run: its process cap counts only its own processes; it owns nothing.
             "uid": self.config["uid_base"] + (self.uid_offset + self.spawned) % 50000,
             "cgroup_name": f"ampquiz-run-{os.getpid()}-{self.spawned}-{os.urandom(4).hex()}",
-            "pid_namespace": pid_namespace,
-            # Lent only to pid 1 of a pid namespace: when it is reaped, so is every process of its run.
-            "net_namespace": self.net_namespaces.take() if pid_namespace else None,
+            "pid_namespace": self.own_pid_ns is not None and isolation.new_pid_namespace_for_next_child(),
         }
         try:
             pid = os.fork()
         except OSError:
             self._back_to_own_pid_namespace(config)
-            if config["net_namespace"] is not None:
-                self.net_namespaces.give_back(config["net_namespace"])
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
             for sock in (parent_end, child_end, status_pool, status_zygote):
                 sock.close()
             raise
         if pid == 0:
-            self._close_in_child(config, out_r, err_r, parent_end, status_pool, status_zygote)
+            self._close_in_child(out_r, err_r, parent_end, status_pool, status_zygote)
             runner.run_runner(config, child_end, out_w, err_w, self.cgroups)
         self._back_to_own_pid_namespace(config)
-        if config["net_namespace"] is not None:
-            self.net_namespaces.lend(pid, config["net_namespace"])
         self.live[pid] = status_zygote
         child_end.close()
         os.close(out_w)
@@ -237,10 +227,9 @@ class Zygote:
             except OSError:
                 os._exit(70)
 
-    def _close_in_child(self, config: dict[str, Any], out_r: int, err_r: int, *socks: socket.socket) -> None:
+    def _close_in_child(self, out_r: int, err_r: int, *socks: socket.socket) -> None:
         signal.set_wakeup_fd(-1)
-        others = [fd for fd in self.net_namespaces.descriptors() if fd != config["net_namespace"]]
-        for fd in (self.wake_r, self.wake_w, out_r, err_r, *([self.own_pid_ns] if self.own_pid_ns is not None else []), *others):
+        for fd in (self.wake_r, self.wake_w, out_r, err_r, *([self.own_pid_ns] if self.own_pid_ns is not None else [])):
             os.close(fd)
         for sock in (self.control, *socks, *self.live.values()):
             sock.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,83 @@ def test_cant_leave_files_for_next_run(sb: Sandbox) -> None:
         print([p for p in ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/var/tmp/left.txt"] if os.path.exists(p)])
     """)
     assert second.stdout == "[]\n", second
+
+
+# A run that leaves what a network namespace can hold: sockets of each kind, an IPv6 flow label
+# (it lingers after its socket closes: not a socket), and counters (failed sends).
+LEAVE_NETWORK_STATE = """
+import os, socket, struct
+left = []
+for family, kind, address in [(socket.AF_UNIX, socket.SOCK_STREAM, "\\0ampquiz-left"),
+                              (socket.AF_INET, socket.SOCK_STREAM, ("0.0.0.0", 7711)),
+                              (socket.AF_INET, socket.SOCK_DGRAM, ("0.0.0.0", 7712))]:
+    s = socket.socket(family, kind)
+    s.bind(address)
+    if kind == socket.SOCK_STREAM:
+        s.listen()
+    left.append(s)
+try:
+    label = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    # IPV6_FLOWLABEL_MGR: get-or-create label 0x12340, exclusive, lingering 150 s after close
+    label.setsockopt(socket.IPPROTO_IPV6, 32, b"LEFT-BY-RUN-A-00" + struct.pack("!I", 0x12340)
+                     + struct.pack("=BBHHHI", 0, 1, 1, 150, 150, 0))
+except OSError:
+    pass  # no IPv6 here
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(50):
+    try:
+        udp.sendto(b"x", ("10.1.2.3", 9))
+    except OSError:
+        pass
+print("left")
+"""
+
+FIND_NETWORK_STATE = """
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\\0ampquiz-left")
+    print("found the earlier run's socket")
+except OSError:
+    pass
+for kind, port in [(socket.SOCK_STREAM, 7711), (socket.SOCK_DGRAM, 7712)]:
+    try:
+        socket.socket(socket.AF_INET, kind).bind(("0.0.0.0", port))
+    except OSError:
+        print("port", port, "still taken")
+if os.path.exists("/proc/net/ip6_flowlabel"):
+    print(open("/proc/net/ip6_flowlabel").read().splitlines()[1:] or "", end="")
+lines = [line.split() for line in open("/proc/net/snmp") if line.startswith("Ip:")]
+counts = dict(zip(lines[0][1:], lines[1][1:]))
+if counts["OutNoRoutes"] != "0":
+    print("earlier sends counted:", counts["OutNoRoutes"])
+"""
+
+
+def test_cant_leave_network_state_for_next_run(sb: Sandbox) -> None:
+    """Each run gets a network namespace never used before (no interface up, so it reaches
+    nothing): reusing them was tried, and a run could leave an IPv6 flow label or counters there
+    for a later run to read."""
+    first = run(sb, LEAVE_NETWORK_STATE)
+    assert first.stdout == "left\n", first
+    for _ in range(6):  # enough for every runner the pool had prepared, and new ones
+        r = run(sb, FIND_NETWORK_STATE)
+        assert r.status == "ok" and r.stdout == "", r
+
+
+def test_runs_at_the_same_time_do_not_share_a_network(sb: Sandbox) -> None:
+    holder = LEAVE_NETWORK_STATE + "import time\ntime.sleep(3)\n"
+    results = {}
+    thread = threading.Thread(target=lambda: results.update(holder=run(sb, holder)))
+    thread.start()
+    try:
+        time.sleep(0.5)  # the holder's snippet is running (a warm run starts in milliseconds)
+        others = [run(sb, FIND_NETWORK_STATE) for _ in range(3)]
+    finally:
+        thread.join()
+    assert results["holder"].stdout == "left\n", results
+    for r in others:
+        assert r.status == "ok" and r.stdout == "", r
 
 
 def test_cant_write_outside_private_dirs(sb: Sandbox) -> None:
