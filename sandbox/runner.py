@@ -199,6 +199,10 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     os.environ.clear()
     os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
     isolation.close_fds({sock.fileno()})
+    # The zygote made this socket, in the host's network namespace: with no address, a snippet
+    # could bind it to a name of its choosing among the host's abstract Unix sockets (one a host
+    # service is about to take). An address the kernel picks can never be changed.
+    sock.bind("")
     # Last: none of the steps above is allowed once it is in, and nothing after needs them.
     if seccomp.PROGRAM is not None:
         seccomp.install(seccomp.PROGRAM)

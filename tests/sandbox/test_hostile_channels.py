@@ -85,6 +85,22 @@ def test_cant_write_to_world_writable_host_folders(sb: Sandbox) -> None:
     assert "read-only-root" in r.environment.protections
 
 
+def test_cant_take_a_name_among_the_hosts_abstract_sockets(sb: Sandbox) -> None:
+    """The report channel was made in the host's network namespace: a name bound to it would be
+    the host's (and could be the one a host service is about to take)."""
+    r = sb.run(FIND_SOCKETS + textwrap.dedent("""
+        for s in socks:
+            try:
+                s.bind("\\0ampquiz-squat")
+                print("bound")
+            except OSError:
+                print("refused")
+    """))
+    assert r.status == "ok" and set(r.stdout.split()) == {"refused"}, r
+    assert "@ampquiz-squat" not in Path("/proc/net/unix").read_text()
+    assert_still_works(sb)
+
+
 def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sandbox) -> None:
     started = time.monotonic()
     r = sb.run(FIND_SOCKETS + textwrap.dedent("""
