@@ -74,6 +74,10 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
         assert len(runs) == 3, runs
     assert len({sb.run("import random\nprint(random.random())").stdout for _ in range(3)}) == 3
     assert len({sb.run("import numpy\nprint(numpy.random.rand())").stdout for _ in range(3)}) == 3
+    # NumPy's generator is set as its own seeding sets it: its first word, position, no cached gaussian
+    shape = "import numpy\ns = numpy.random.get_state()\nprint(s[0], hex(s[1][0]), s[2:])\n"
+    fresh_shape = subprocess.run([sys.executable, "-c", shape], capture_output=True, text=True, check=True).stdout
+    assert sb.run(shape).stdout == fresh_shape == "MT19937 0x80000000 (623, 0, 0.0)\n"
     seeded = "import torch\ntorch.manual_seed(0)\nprint(torch.rand(3), torch.nn.Linear(2, 1).weight)\n"
     again = subprocess.run([sys.executable, "-c", seeded], capture_output=True, text=True, check=True)
     assert sb.run(seeded).stdout == again.stdout
