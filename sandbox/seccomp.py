@@ -10,7 +10,9 @@ refuses what an attacker wants and a snippet never needs:
 - every mount-family call (so no FUSE mount a snippet serves itself), `chroot`;
 - kernel keyrings (they outlive the process and were read by later runs), io_uring, userfaultfd,
   bpf, perf events, ptrace and the calls like it, module and kexec calls, the kernel log;
-- sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg).
+- sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg);
+- native AIO and inotify (host-wide budgets and a view of other runs' file activity), and the
+  prctl options that would let a run outlive the server or dump its memory to the host.
 
 It is compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no compiled
 dependency) and exported as a BPF program; a runner loads that program with one seccomp(2) call,
@@ -61,6 +63,10 @@ REFUSED = (
     "add_key", "request_key", "keyctl",
     # io_uring, userfaultfd, bpf, perf events
     "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "bpf", "perf_event_open",
+    # native AIO: one run could take the host's whole aio-max-nr (databases use it)
+    "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy",
+    # watching files: a run saw which files other runs and the host opened in shared folders
+    "inotify_init", "inotify_init1",
     # other processes' memory and descriptors
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
     # the kernel itself
@@ -69,6 +75,13 @@ REFUSED = (
     "open_by_handle_at", "fanotify_init",
 )  # fmt: skip
 """Refused with EPERM whatever their arguments."""
+
+REFUSED_PRCTL = {
+    "PR_SET_PDEATHSIG": 1,  # the runner dies with the zygote: clearing it left a run alive after the server
+    "PR_SET_DUMPABLE": 4,  # a dumpable runner's crash sent its memory to a host's core handler (a pipe
+    # in core_pattern runs as host root and ignores RLIMIT_CORE); after its setuid a runner is not
+}
+"""prctl(option, ...) refused for these options (compared as the int the kernel reads)."""
 
 ALLOWED_SOCKET_FAMILIES = (1, 2, 10)
 """AF_UNIX, AF_INET, AF_INET6: the network namespace leaves only loopback to them anyway."""
@@ -135,6 +148,8 @@ def compile_filter() -> bytes:
             rule("clone", eperm, (0, _CMP_MASKED_EQ, flag, flag))
             rule("unshare", eperm, (0, _CMP_MASKED_EQ, flag, flag))
         rule("unshare", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWTIME, _CLONE_NEWTIME))
+        for option in REFUSED_PRCTL.values():
+            rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
         # socket(domain, ...): refused for every family above AF_INET6 (and any value with high
         # bits set, which the kernel would truncate to an int) and for each one below it but ours.
         for call in ("socket", "socketpair"):

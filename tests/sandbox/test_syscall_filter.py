@@ -1,5 +1,5 @@
 """Kernel surface no snippet needs is refused: namespaces, mounts, keyrings, io_uring, userfaultfd,
-bpf, perf events, ptrace, non-IP sockets. Each test is a real run, then a normal run that still works.
+bpf, perf events, ptrace, non-IP sockets, native AIO, inotify, two prctl options. Each test is a real run, then a normal run that still works.
 """
 
 from __future__ import annotations
@@ -101,6 +101,41 @@ def test_cant_use_io_uring_userfaultfd_bpf_or_perf_events(sb: Sandbox) -> None:
     assert out.split() == [
         "io_uring_setup", "EPERM", "io_uring_enter", "EPERM", "userfaultfd", "EPERM", "bpf", "EPERM",
         "perf_event_open", "EPERM", "init_module", "EPERM", "kexec_load", "EPERM", "syslog", "EPERM",
+    ], out  # fmt: skip
+    assert_still_works(sb)
+
+
+def test_cant_take_host_wide_budgets_or_watch_other_runs_files(sb: Sandbox) -> None:
+    """Native AIO contexts count against the host's aio-max-nr (a run took all 65536, and the
+    host's database could make none); inotify showed which files other runs opened in the folders
+    all runs share."""
+    out = run(sb, """
+        ctx = ctypes.c_ulong(0)
+        print("io_setup", call(206, 65536, ctypes.addressof(ctx)))
+        print("io_submit", call(209, 0, 0, 0))
+        print("inotify_init1", call(294, 0))
+        print("inotify_init", call(253))
+    """)
+    assert out == "io_setup EPERM\nio_submit EPERM\ninotify_init1 EPERM\ninotify_init EPERM\n", out
+    assert_still_works(sb)
+
+
+def test_cant_outlive_the_server_or_dump_memory_to_the_host(sb: Sandbox) -> None:
+    """PR_SET_PDEATHSIG cleared let a run live on after the server died; PR_SET_DUMPABLE set let
+    its crash send its memory to the host's core handler, whatever RLIMIT_CORE says. Reading
+    them still works, and other options too."""
+    out = run(sb, """
+        print("clear parent-death signal", call(157, 1, 0, 0, 0, 0))
+        print("same, high bits set", call(157, 1 | (1 << 32), 0, 0, 0, 0))
+        print("make dumpable", call(157, 4, 1, 0, 0, 0))
+        signal = ctypes.c_int(0)
+        print("read parent-death signal", call(157, 2, ctypes.addressof(signal), 0, 0, 0), signal.value)
+        print("read dumpable", call(157, 3, 0, 0, 0, 0))
+        print("set name", call(157, 15, text(b"snippet"), 0, 0, 0))
+    """)
+    assert out.splitlines() == [
+        "clear parent-death signal EPERM", "same, high bits set EPERM", "make dumpable EPERM",
+        "read parent-death signal ok 9", "read dumpable ok", "set name ok",
     ], out  # fmt: skip
     assert_still_works(sb)
 
