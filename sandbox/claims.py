@@ -44,10 +44,23 @@ class Claim:
     explanation: dict[str, Any] | None = None
 
 
+def _serialisable(text: str) -> str:
+    """`text` with any lone surrogate written out as its escape, as the runner writes an honest
+    report's texts (`sandbox.execute.clean`): a page or JSON answer encoding one as UTF-8 failed
+    (a forged one broke an interview's report for good)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _text(value: Any, limit: int) -> str:
     if not isinstance(value, str):
         raise Malformed("a text field is not text")
-    return value[:limit]
+    return _serialisable(value[:limit])[:limit]
 
 
 def _line(value: Any, lines: int) -> int | None:
@@ -199,8 +212,19 @@ def _json_size(value: Any, budget: int) -> int:
     return size
 
 
+def _with_serialisable_texts(value: Any) -> Any:
+    if isinstance(value, str):
+        return _serialisable(value)
+    if isinstance(value, dict):
+        return {k: _with_serialisable_texts(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_with_serialisable_texts(x) for x in value]
+    return value
+
+
 def checked_explanation(value: Any) -> dict[str, Any]:
-    """The explanation if it has an honest one's shape and size, else a one-sentence stand-in."""
+    """The explanation if it has an honest one's shape and size (its texts serialisable), else a
+    one-sentence stand-in."""
     if isinstance(value, dict) and _json_size(value, EXPLANATION_BYTES) <= EXPLANATION_BYTES and _REPORT(value):
-        return value
+        return _with_serialisable_texts(value)
     return {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}

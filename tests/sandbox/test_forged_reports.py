@@ -157,6 +157,45 @@ def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
     assert_still_works(sb)
 
 
+def test_forged_lone_surrogates_come_back_serialisable(sb: Sandbox) -> None:
+    """A lone surrogate cannot be encoded as UTF-8: in a forged report's texts it made every page
+    showing the run answer 500, and an interview's report fail on every load after."""
+    r = forged(sb, """
+        bad = "bad \\ud800 text"
+        forge({"type": "result", "status": "error", "message": bad,
+               "warnings": [{"category": "UserWarning", "message": bad, "line": 1}],
+               "exception": {"type": "ValueError\\udc80", "message": bad, "traceback": bad, "line": 1},
+               "explanation": {"summary": [bad], "ops": [], "scaler": [], "hazards": []}})
+        import os
+        os._exit(81)
+    """, explain=True)
+    assert r.status == "error", r
+    assert r.exception.message == "bad \\ud800 text" and r.exception.type == "ValueError\\udc80"
+    assert r.explanation["summary"] == ["bad \\ud800 text"]
+    assert r.warnings[0].message == "bad \\ud800 text"
+    r.to_json().encode("utf-8")  # what a page or an API answer does with it
+    assert_still_works(sb)
+
+
+def test_anything_before_the_report_makes_it_malformed(sb: Sandbox) -> None:
+    """An honest runner's first message after the code is its report. The pool read past others
+    to find one: a snippet that sent 700,000 tiny messages had the server parse each (1.5 s of
+    its CPU for one run). Now the first decides, and nothing after it is read."""
+    r = forged(sb, """
+        import os, socket, struct
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                    socket.socket(fileno=os.dup(int(name))).sendall((struct.pack("!I", 2) + b"{}") * 1000)
+            except OSError:
+                pass
+        forge({"type": "result", "status": "ok", "message": "", "warnings": [], "explanation": None})
+        os._exit(80)  # the ok-code: the report after the noise agrees with how the process ends
+    """)
+    assert r.status == "killed" and "malformed" in r.message, r
+    assert_still_works(sb)
+
+
 def test_an_honest_report_is_believed(sb: Sandbox) -> None:
     r = sb.run("import warnings\nwarnings.warn('careful')\nassert 1 == 2, 'really'\n", explain=True)
     assert r.status == "error" and r.exception.type == "AssertionError" and r.exception.line == 3, r
