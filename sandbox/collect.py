@@ -67,6 +67,9 @@ class Slot:
     """What the prepared runner holds (torch, a CUDA context): memory caps come on top."""
     caps: tuple[int, int, float] | None = None
     """The cgroup's memory, processes and CPU caps as written, as `Limits` fields."""
+    pidfd: int | None = None
+    """A handle on the runner (opened by the zygote before it could reap it): the kill goes to
+    this process even after its pid is free again. None on kernels before 5.3."""
     closed: bool = False
 
     def set_caps(self, limits: Limits) -> None:
@@ -85,10 +88,20 @@ class Slot:
 
     def kill(self) -> None:
         """Kill the run and everything it started (the runner is pid 1 of its namespace; where
-        there is none, its session and cgroup still hold what it started)."""
-        for kill in (os.kill, os.killpg):
+        there is none, its session and the cgroup still hold what it started).
+
+        By its pidfd where there is one: a kill by pid, as root, came after the zygote had reaped
+        the runner in a quarter of runs, and a pid is reused within seconds on a busy host."""
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            return  # gone, and reaped: its number may be another process's now
+        if "pid-namespace" not in self.environment.get("protections", ()):
             try:
-                kill(self.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)  # its session: the runner still holds the number
             except OSError:
                 pass
 
@@ -101,7 +114,7 @@ class Slot:
         if self.cgroup:
             RunCgroup.from_paths(self.cgroup).remove()
         self.sock.close()
-        for fd in (self.status, self.watch):
+        for fd in (self.status, self.watch, self.pidfd):
             if isinstance(fd, socket.socket):
                 fd.close()
             elif fd is not None:

@@ -104,6 +104,13 @@ def _back_heap_with_huge_pages() -> int:
     return moved
 
 
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):  # a kernel before 5.3
+        return None
+
+
 def _exit_message(status: int, usage: Any) -> dict[str, Any]:
     cpu_s = usage.ru_utime + usage.ru_stime
     if os.WIFSIGNALED(status):
@@ -211,11 +218,16 @@ class Zygote:
         os.close(out_w)
         os.close(err_w)
         fds = [parent_end.fileno(), out_r, err_r, status_pool.fileno()]
+        # A handle that names this process and no later one with its pid: opened before this
+        # loop can reap it, so the pool's kill never lands on a process that reused the number.
+        handle = _pidfd(pid)
+        if handle is not None:
+            fds.append(handle)
         wire.send(self.control, {"type": "spawned", "pid": pid}, fds=fds)
         for sock in (parent_end, status_pool):
             sock.close()
-        os.close(out_r)
-        os.close(err_r)
+        for fd in (out_r, err_r, *([handle] if handle is not None else [])):
+            os.close(fd)
 
     def _back_to_own_pid_namespace(self, config: dict[str, Any]) -> None:
         if config["pid_namespace"]:

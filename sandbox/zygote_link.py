@@ -111,14 +111,17 @@ class ZygoteLink:
         """A new runner, forked and preparing itself (not ready yet)."""
         assert self.control is not None
         wire.send(self.control, {"type": "spawn"})
-        reply, fds = wire.recv_with_fds(self.control, 4)
+        reply, fds = wire.recv_with_fds(self.control, 5)
         if reply is None:
             raise SandboxError("the sandbox zygote stopped answering")
-        if len(fds) != 4:
+        if len(fds) not in (4, 5):  # the fifth, a pidfd, where the kernel has them
             for fd in fds:
                 os.close(fd)
             raise SandboxError(f"the sandbox zygote could not fork: {reply.get('message', reply)}")
-        return Slot(reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2], socket.socket(fileno=fds[3]))
+        return Slot(
+            reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2], socket.socket(fileno=fds[3]),
+            pidfd=fds[4] if len(fds) == 5 else None,
+        )
 
     def stop(self) -> None:
         """Asks the zygote to stop (it takes its runners with it), killing it after 5 s."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import Limits, Sandbox
+from sandbox.cgroup import kill_members
 from sandbox.collect import Slot, collect
 from tests.support.pool import assert_still_works
 from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
@@ -175,6 +176,47 @@ def test_a_runner_gone_with_its_code_unread_is_a_result_not_a_crash() -> None:
         slot.close()
         stand_in.wait(timeout=10)
     assert r.status == "killed" and "without reporting" in r.message, r
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds here")
+def test_killing_a_run_that_already_ended_never_reaches_a_process_that_took_its_number() -> None:
+    """The pool kills a runner after the zygote may have reaped it, and a busy host hands its pid
+    to a new process within seconds: the kill goes by the runner's pidfd, never by its number."""
+    ended = subprocess.Popen(["sleep", "30"], start_new_session=True)  # the runner that ended
+    handle = os.pidfd_open(ended.pid)
+    ended.kill()
+    ended.wait()  # reaped: its number is free
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)  # took the number, say
+    pool_end, _runner_end = socket.socketpair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    for fd in (out_w, err_w):
+        os.close(fd)
+    for protections in (["pid-namespace"], []):  # with no pid namespace its session is killed too
+        slot = Slot(bystander.pid, pool_end, out_r, err_r, pidfd=handle, environment={"protections": protections})
+        slot.kill()
+        time.sleep(0.1)
+        assert bystander.poll() is None, "the kill reached the process that reused the runner's pid"
+    slot.close()
+    bystander.kill()
+    bystander.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds here")
+def test_emptying_a_cgroup_kills_its_members_and_no_process_that_took_a_members_number() -> None:
+    """A pid read from cgroup.procs may be another process's by the kill: only those still
+    members once a pidfd holds them are killed."""
+    member, bystander = (subprocess.Popen(["sleep", "30"]) for _ in range(2))
+    try:
+        # the bystander's number was read from the cgroup, but it is no member (any more)
+        kill_members({member.pid, bystander.pid}, lambda: {member.pid})
+        assert member.wait(timeout=5) == -signal.SIGKILL
+        time.sleep(0.1)
+        assert bystander.poll() is None
+    finally:
+        for p in (member, bystander):
+            p.kill()
+            p.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities takes root")
