@@ -8,6 +8,7 @@ Pure functions over bank questions; no web, no database. Both the pages and the 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 import random
 from dataclasses import dataclass, field
@@ -72,14 +73,25 @@ def grade_choices(question: MultipleChoiceQuestion, picked: set[int]) -> bool:
     return set(picked) == correct_choices(question)
 
 
-def choice_order(question: MultipleChoiceQuestion, learner: str) -> list[int]:
-    """The order a learner sees the choices in (their original indices): stable for one learner
-    and question, different between learners, as written when the question opts out."""
+def choice_order(question: MultipleChoiceQuestion, learner: str, secret: str) -> list[int]:
+    """The order a learner sees the choices in (their identities, places in the YAML): stable for
+    one learner and question, different between learners, as written when the question opts out.
+    Drawn with the server's secret, so that no one can work it out from their own learner id (or
+    an interview's token) and the code: a form or an API answer sends back positions in this
+    order (`picked_at`), which then say nothing of where the bank wrote the right choice."""
     order = list(range(len(question.choices)))
     if question.shuffle:
-        seed = hashlib.sha256(f"{learner}\0{question.id}".encode()).digest()
+        seed = hmac.new(secret.encode(), f"{learner}\0{question.id}".encode(), hashlib.sha256).digest()
         random.Random(seed).shuffle(order)
     return order
+
+
+def picked_at(positions: list[int] | None, order: list[int] | None) -> list[int] | None:
+    """The choices (by identity) a learner picked at `positions` of their `order`. A position
+    outside it is passed on as it is: `grade` says that there is no such choice."""
+    if positions is None or order is None:
+        return positions
+    return [order[p] if 0 <= p < len(order) else p for p in positions]
 
 
 def multiple_answers(question: MultipleChoiceQuestion) -> bool:
@@ -131,9 +143,11 @@ class GradedAnswer:
             "explanation": self.explanation,
         }
         if self.kind == "multiple_choice":
-            data["picked"] = self.picked
-            data["correct_choices"] = [c.index for c in self.choices if c.correct]
-            data["choices"] = [vars(c) for c in self.choices]
+            # Outward, a choice is its position in the learner's order, as in the question and
+            # the answer (`picked_at`); its identity stays inside the server.
+            data["picked"] = [c.position for c in self.choices if c.picked]
+            data["correct_choices"] = [c.position for c in self.choices if c.correct]
+            data["choices"] = [{**vars(c), "index": c.position} for c in self.choices]
         else:
             data["output"] = self.output
             data["expected_output"] = self.expected_output

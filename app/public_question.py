@@ -8,7 +8,7 @@ from typing import Any
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import choice_order, multiple_answers
+from app.grading import multiple_answers
 
 _WORDS = {
     "amp": "AMP", "cpu": "CPU", "cuda": "CUDA", "gpu": "GPU", "api": "API", "fp16": "FP16", "fp32": "FP32",
@@ -42,12 +42,13 @@ def public_question(
     loaded: LoadedQuestion,
     status: str | None = None,
     *,
-    learner: str = "",
+    order: list[int] | None = None,
     proof: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A question as a learner may see it before answering: no key, no feedback, no explanation.
-    Choices come in the learner's own order (`choice_order`), each with its identity (`index`),
-    which is what an answer sends back."""
+    Choices come in the learner's own `order` (`choice_order`), each with its position there
+    (`index`), which is what an answer sends back: never its place in the YAML, which would say
+    where the bank wrote the right one."""
     q = loaded.question
     data: dict[str, Any] = {
         "id": q.id,
@@ -63,7 +64,8 @@ def public_question(
         "asks_about": q.asks_about,
     }
     if isinstance(q, MultipleChoiceQuestion):
-        data["choices"] = [{"index": i, "text": q.choices[i].text} for i in choice_order(q, learner)]
+        shown = order if order is not None else range(len(q.choices))
+        data["choices"] = [{"index": position, "text": q.choices[i].text} for position, i in enumerate(shown)]
         data["multiple"] = multiple_answers(q)
     if status is not None:
         data["status"] = status

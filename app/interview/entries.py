@@ -9,16 +9,10 @@ from typing import Any
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
 from app.explain_text import what_happened
-from app.grading import GradedAnswer, choice_order, normalise_output
+from app.grading import GradedAnswer, normalise_output
 
 STDOUT_CHARS = 4000
 """Output kept per run in the log (the run itself is capped by the sandbox)."""
-
-
-def order(token: str, loaded: LoadedQuestion) -> list[int] | None:
-    """The candidate's stable order of the choices (shuffled per interview, as per learner)."""
-    q = loaded.question
-    return choice_order(q, f"interview:{token}") if isinstance(q, MultipleChoiceQuestion) else None
 
 
 def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.grading import AnswerError, grade, regrade
+from app.grading import AnswerError, grade, picked_at, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
@@ -75,7 +75,8 @@ class QuestionOut(BaseModel):
     requires: Literal["cpu", "cuda", "any"]
     asks_about: Literal["cpu", "cuda"] = Field(description="The device whose output is the answer.")
     choices: list[ChoiceOut] | None = Field(
-        None, description="In your own order (stable for you); answer with their `index`."
+        None, description="In your own order (stable for you), each with its position there "
+        "(`index`); answer with those."
     )
     multiple: bool | None = Field(None, description="More than one choice is right: pick them all.")
     status: Literal["new", "right", "wrong", "due"] | None = None
@@ -96,8 +97,8 @@ class SetDetailOut(SetOut):
 
 class AnswerIn(BaseModel):
     choices: list[int] | None = Field(
-        None, description="Multiple choice: the picked choices' `index` values (their identities, "
-        "whatever order they were listed in)."
+        None, description="Multiple choice: the picked choices' `index` values: their positions in "
+        "your own order, as the question lists them (0 is the first)."
     )
     output: str | None = Field(
         None, max_length=10_000, description="Predict output: what you think it prints."
@@ -165,7 +166,7 @@ def _set_out(standing: Standing, loaded_set: LoadedSet) -> dict[str, Any]:
 def _question_out(state: WebState, learner: str, loaded: LoadedQuestion, status: str) -> dict[str, Any]:
     proof = state.proof(loaded)
     return public_question(
-        loaded, status, learner=learner, proof={"state": proof.state, "badges": proof.badges}
+        loaded, status, order=state.choice_order(learner, loaded), proof={"state": proof.state, "badges": proof.badges}
     )
 
 
@@ -229,7 +230,7 @@ async def submit_attempt(
     state.ensure_gradeable(loaded)
     order = state.choice_order(learner, loaded)
     try:
-        graded = grade(loaded, picked=answer.choices, output=answer.output, order=order)
+        graded = grade(loaded, picked=picked_at(answer.choices, order), output=answer.output, order=order)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
     saved, is_new = state.record(learner, loaded, graded, answer.submit_id)

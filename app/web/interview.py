@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import AnswerError, describe_tolerance, grade, multiple_answers
+from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, picked_at
 from app.interview import entries, model, snippets
 from app.interview.live import Hub
 from app.interview.report import progress, report
@@ -119,7 +119,7 @@ async def _candidate_page(
         proof = _proof(state, interview, loaded)
         context.update(
             current=current, loaded=loaded, q=q, title=title_of(loaded), proof=proof,
-            order=entries.order(token, loaded), confidences=model.CONFIDENCES,
+            order=state.choice_order(f"interview:{token}", loaded), confidences=model.CONFIDENCES,
             multiple=multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
             tolerance_text=describe_tolerance(getattr(q, "tolerance", None)),
             code=extra.pop("code", None) or q.code or "",
@@ -157,9 +157,8 @@ async def predict(
             request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %."
         )
     try:
-        graded = grade(
-            loaded, picked=choice, output=output or "", order=entries.order(token, loaded)
-        )
+        order = state.choice_order(f"interview:{token}", loaded)  # shuffled per interview
+        graded = grade(loaded, picked=picked_at(choice, order), output=output or "", order=order)
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc))
     await _record(

@@ -6,6 +6,7 @@ Kept on the app, never at module level, so tests build several apps side by side
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -91,8 +92,14 @@ class WebState:
         return (f"learner:{learner}", f"address:{address}")
 
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
+        """The order `learner` (a learner's id, or an interview's `interview:TOKEN`) sees a
+        multiple-choice question's choices in; None for other kinds."""
         q = loaded.question
-        return choice_order(q, learner) if isinstance(q, MultipleChoiceQuestion) else None
+        return choice_order(q, learner, self.secret) if isinstance(q, MultipleChoiceQuestion) else None
+
+    @functools.cached_property
+    def secret(self) -> str:
+        return self.settings.resolved_secret_key()
 
     async def learner_run(
         self, request: Request, code: str, explain: bool = True, device: str | None = None

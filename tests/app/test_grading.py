@@ -8,10 +8,12 @@ import pytest
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion
-from app.grading import AnswerError, choice_order, grade, normalise_output, regrade
+from app.grading import AnswerError, choice_order, grade, normalise_output, picked_at, regrade
 from app.store import Attempt
 
 COMMON = {"topic": "t", "difficulty": 1, "prompt": "p", "explanation": "E", "source": "s"}
+
+SECRET = "a server secret for the tests"
 
 
 def predict(**fields: object) -> LoadedQuestion:
@@ -100,13 +102,36 @@ def test_an_empty_prediction_is_refused_not_graded() -> None:
 def test_each_learner_has_a_stable_order_and_identity_decides() -> None:
     loaded = choice(True, False, False, False, False)
     q = loaded.question
-    orders = {learner: choice_order(q, learner) for learner in ("ann", "bob", "cy", "dee", "eve")}
+    orders = {learner: choice_order(q, learner, SECRET) for learner in ("ann", "bob", "cy", "dee", "eve")}
     assert all(sorted(o) == [0, 1, 2, 3, 4] for o in orders.values())
-    assert orders["ann"] == choice_order(q, "ann")
+    assert orders["ann"] == choice_order(q, "ann", SECRET)
     assert len({tuple(o) for o in orders.values()}) > 1
     assert len({o[0] for o in orders.values()}) > 1  # the right choice is not always first
     graded = grade(loaded, picked=[0], order=orders["bob"])
     assert graded.correct and [c.index for c in graded.choices] == orders["bob"]
     assert [c.position for c in graded.choices] == [0, 1, 2, 3, 4]
     fixed = MultipleChoiceQuestion(**{**q.model_dump(), "shuffle": False})
-    assert choice_order(fixed, "ann") == [0, 1, 2, 3, 4]
+    assert choice_order(fixed, "ann", SECRET) == [0, 1, 2, 3, 4]
+
+
+def test_an_answer_sends_positions_that_say_nothing_of_the_yaml_without_the_secret() -> None:
+    """A form or an API answer sends the position of a choice in the learner's order. The order
+    is drawn with the server's secret: a learner who knows their id and the code cannot work out
+    which position holds the bank's first choice (where banks tend to write the right one)."""
+    loaded = choice(True, False, False, False, False)
+    q = loaded.question
+    learners = [f"learner-{n}" for n in range(40)]
+    ours = [choice_order(q, who, SECRET) for who in learners]
+    theirs = [choice_order(q, who, "another server's secret") for who in learners]
+    assert sum(a != b for a, b in zip(ours, theirs)) > 30  # the secret changes the orders
+    right_at = {o.index(0) for o in ours}
+    assert len(right_at) == 5  # the right choice is found at every position, learner by learner
+    order = ours[0]
+    position = order.index(0)
+    assert grade(loaded, picked=picked_at([position], order), order=order).correct
+    assert not grade(loaded, picked=picked_at([(position + 1) % 5], order), order=order).correct
+    outcome = grade(loaded, picked=picked_at([position], order), order=order).to_dict()
+    assert outcome["picked"] == outcome["correct_choices"] == [position]  # positions, outward too
+    assert [c["index"] for c in outcome["choices"]] == [0, 1, 2, 3, 4]
+    with pytest.raises(AnswerError, match="Choice 7 does not exist"):
+        grade(loaded, picked=picked_at([7], order), order=order)

@@ -18,7 +18,7 @@ from app.interview import model
 from app.interview.live import Hub
 from app.interview.report import calibration, progress
 from app.store import Store
-from tests.support.web import Web
+from tests.support.web import Web, form_in_page
 
 pytestmark = pytest.mark.anyio
 
@@ -64,9 +64,8 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
                                   headers={"Accept": "application/json"})  # fmt: skip
         assert noted.status_code == 200
         assert (await client.post(cand + "/next")).status_code == 303
-        await client.post(
-            cand + "/predict", data={"choice": "0", "confidence": "50"}
-        )  # wrong: float32
+        wrong = form_in_page((await client.get(cand)).text, "mc-half-dtype", 0)  # float32
+        await client.post(cand + "/predict", data={"choice": wrong, "confidence": "50"})
         await client.post(cand + "/next")
         assert "the interview is over" in (await client.get(cand)).text
 
@@ -296,7 +295,8 @@ async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: 
             page = (await client.get(link)).text
             if "Snippet 1" in page:
                 break
-            await client.post(link + "/predict", data={"choice": "1", "confidence": "95"})
+            right = form_in_page(page, "mc-half-dtype", 1)  # float16
+            await client.post(link + "/predict", data={"choice": right, "confidence": "95"})
             await client.post(link + "/next")
         words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
         assert "Snippet 1" in words and "torch . ones ( 2 ) . half () . sum () . dtype" in words

@@ -8,6 +8,8 @@ take milliseconds): pass it as `Web(tmp_path, pool)`.
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from fastapi import FastAPI
 
 from app.bank.load import load_bank
@@ -109,6 +112,57 @@ SECRETS = ("EXPLANATION-", "WHY-", "torch.Size([1, 2])")
 """Text of the test bank's keys, feedback and explanations: no page may show it before an attempt."""
 KEY_FIELDS = ('"correct"', '"why"', '"answer"', '"accept"', '"explanation"', '"expect"')
 """JSON keys that would carry an answer key."""
+
+
+REPO = Path(__file__).resolve().parents[2]
+_CHOICE_TEXTS: dict[str, list[str]] = {}
+
+
+def _choice_texts(question_id: str) -> list[str]:
+    """The choices' texts of a question of the test bank, else of the repository's or the browser
+    tests' bank, in the YAML's order."""
+    if not _CHOICE_TEXTS:
+        for text in BANK.values():
+            for q in (yaml.safe_load(text) or {}).get("questions") or []:
+                if isinstance(q, dict) and "choices" in q:
+                    _CHOICE_TEXTS[q["id"]] = [c["text"] for c in q["choices"]]
+    for folder in ("questions", "tests/browser/bank"):
+        if question_id in _CHOICE_TEXTS:
+            break
+        for loaded in load_bank(REPO / folder).questions:
+            choices = getattr(loaded.question, "choices", None)
+            if choices:
+                _CHOICE_TEXTS.setdefault(loaded.id, [c.text for c in choices])
+    return _CHOICE_TEXTS[question_id]
+
+
+def positions(shown: list[dict[str, Any]], question_id: str, *identities: int) -> list[int]:
+    """Where the choices `identities` (their places in the YAML) are in `shown`, a question's
+    `choices` as its API gives them to one learner."""
+    texts = _choice_texts(question_id)
+    return [next(c["index"] for c in shown if c["text"] == texts[i]) for i in identities]
+
+
+async def shown_at(client: httpx.AsyncClient, question_id: str, *identities: int) -> list[int]:
+    """The positions an answer sends for the choices `identities` (places in the YAML) of a
+    question, in the order this client's learner sees them: what the page's form and the API
+    take (the YAML's places would say where the bank wrote the right choice)."""
+    shown = (await client.get(f"/api/questions/{question_id}")).json()["choices"]
+    return positions(shown, question_id, *identities)
+
+
+async def form_at(client: httpx.AsyncClient, question_id: str, *identities: int) -> list[str]:
+    """`shown_at`, as a form's `choice` fields."""
+    return [str(p) for p in await shown_at(client, question_id, *identities)]
+
+
+def form_in_page(page: str, question_id: str, *identities: int) -> list[str]:
+    """The `choice` fields that pick the choices `identities` (places in the YAML) on a page's
+    answer form (an interview's, say): each input's value is its position, its text beside it."""
+    inputs = re.findall(r'name="choice" value="(\d+)">\s*<span class="letter">[^<]*</span>\s*<span class="text">(.*?)</span>', page, re.DOTALL)
+    plain = {re.sub(r"<[^>]+>", "", html.unescape(text)).strip(): value for value, text in inputs}
+    texts = _choice_texts(question_id)
+    return [plain[texts[i].replace("`", "").strip()] for i in identities]
 
 
 def write_bank(folder: Path) -> Path:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.server import Server
+from tests.support.web import positions
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
@@ -70,7 +71,9 @@ def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tu
         while (proof := c.get("/api/questions/gradscaler-skips-inf-step").json()["proof"])["state"] != "proved":
             assert time.monotonic() < deadline, proof  # by the committed CPU record or a run on the worker
             time.sleep(0.3)
-        answer = c.post("/api/questions/gradscaler-skips-inf-step/attempts", json={"choices": [0]})
+        shown = c.get("/api/questions/gradscaler-skips-inf-step").json()["choices"]
+        right = positions(shown, "gradscaler-skips-inf-step", 0)  # the bank's first choice is its key
+        answer = c.post("/api/questions/gradscaler-skips-inf-step/attempts", json={"choices": right})
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["correct"] is True

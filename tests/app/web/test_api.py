@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.web import KEY_FIELDS, SECRETS, Web
+from tests.support.web import KEY_FIELDS, SECRETS, Web, shown_at
 
 pytestmark = pytest.mark.anyio
-
 
 
 async def test_lists_sets_and_questions_with_counts(web: Web) -> None:
@@ -17,7 +16,9 @@ async def test_lists_sets_and_questions_with_counts(web: Web) -> None:
         assert sets[0]["progress"]["total"] == 4 and sets[0]["progress"]["new"] == 4
         questions = (await c.get("/api/questions", params={"topic": "dtypes"})).json()
         assert [q["id"] for q in questions] == ["mc-half-dtype", "mc-sixteen-bit"]
-        assert {"index": 1, "text": "`torch.float16`"} in questions[0]["choices"]  # in this learner's order
+        shown = questions[0]["choices"]  # in this learner's order, each with its position there
+        assert sorted(c["text"] for c in shown) == ["`torch.bfloat16`", "`torch.float16`", "`torch.float32`"]
+        assert [c["index"] for c in shown] == [0, 1, 2]
         assert questions[0]["multiple"] is False and questions[1]["multiple"] is True
         health = (await c.get("/healthz")).json()
         assert health["ok"] is True and health["questions"] == 4 and health["bank_problems"] > 0
@@ -75,24 +76,24 @@ async def test_predict_output_wrong_then_right(web: Web) -> None:
 async def test_multiple_choice_wrong_then_right_with_feedback(web: Web) -> None:
     async with web.client() as c:
         wrong = (
-            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [2]})
+            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 2)})
         ).json()
         assert wrong["correct"] is False
-        assert wrong["outcome"]["correct_choices"] == [1]
+        assert wrong["outcome"]["correct_choices"] == await shown_at(c, "mc-half-dtype", 1)
         picked = [ch for ch in wrong["outcome"]["choices"] if ch["picked"]]
         assert [ch["why"] for ch in picked] == ["WHY-C-WRONG bfloat16 is another format."]
         right = (
-            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         ).json()
         assert right["correct"] is True
 
         # several right answers: all of them, and nothing else
         some = (
-            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": [0]})
+            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": await shown_at(c, "mc-sixteen-bit", 0)})
         ).json()
         assert some["correct"] is False and some["run"] is None  # no code, no run
         both = (
-            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": [1, 0]})
+            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": await shown_at(c, "mc-sixteen-bit", 1, 0)})
         ).json()
         assert both["correct"] is True
 
@@ -145,7 +146,7 @@ async def test_run_code_with_and_without_explanation(web: Web) -> None:
 
 async def test_progress_survives_a_restart(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
         await c.post(
             "/api/questions/po-linear-dtype/attempts?run=false",
             json={"output": "torch.bfloat16 torch.Size([1, 2])"},
@@ -178,7 +179,7 @@ async def test_progress_survives_a_restart(web: Web) -> None:
 
 async def test_a_forged_cookie_is_a_new_learner(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         learner = c.cookies["ampquiz_learner"]
     forged = learner[:-2] + ("AA" if not learner.endswith("AA") else "BB")
     async with web.client() as c:
@@ -190,17 +191,17 @@ async def test_a_forged_cookie_is_a_new_learner(web: Web) -> None:
 
 async def test_missed_questions_come_back_for_review(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
         # right again at once: practice, not a review, so it stays in the queue
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "right"
         web.clock.advance(minutes=30)
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "due"
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["question_id"] == "mc-half-dtype" and review[0]["is_due"] is True
         # recalled when due: the next review moves out by days
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["is_due"] is False and "day" in review[0]["due_in"]
         web.clock.advance(days=60)

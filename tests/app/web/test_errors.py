@@ -10,7 +10,7 @@ import pytest
 
 from app.web.factory import create_app
 from sandbox import Sandbox
-from tests.support.web import Web, commit_record
+from tests.support.web import Web, commit_record, form_at, shown_at
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +132,7 @@ async def test_a_dead_sandbox_is_a_503_and_answers_still_count(web: Web) -> None
             assert_error(await c.post("/api/run", json={"code": "print(1)"}), 503, "sandbox")
             panel = await c.post("/run/panel", data={"code": "print(1)"})
             assert panel.status_code == 503 and "not working right now" in panel.text
-            attempt = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": [1]})
+            attempt = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
             body = attempt.json()
             assert body["correct"] is True and body["run"] is None
             assert "not working right now" in body["run_message"]
@@ -170,7 +170,7 @@ async def test_retry_after_says_when_the_queue_really_has_room(web: Web) -> None
 async def test_forms_posted_from_another_site_are_refused(web: Web) -> None:
     async with web.client() as c:
         evil = {"origin": "https://evil.example"}
-        r = await c.post("/questions/mc-half-dtype", data={"choice": "1"}, headers=evil)
+        r = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)}, headers=evil)
         assert r.status_code == 403 and "another site" in r.text
         assert_error(await c.post("/api/run", json={"code": "print(1)"}, headers=evil), 403, "another site")
         framed = await c.post("/run/panel", data={"code": "print(1)"}, headers={"origin": "null"})
@@ -178,7 +178,7 @@ async def test_forms_posted_from_another_site_are_refused(web: Web) -> None:
         no_origin = await c.post("/run", data={"code": "print(1)"}, headers={"sec-fetch-site": "cross-site"})
         assert no_origin.status_code == 403
         assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 0  # nothing recorded
-        ours = await c.post("/questions/mc-half-dtype", data={"choice": "1"}, headers={"origin": "http://testserver"})
+        ours = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)}, headers={"origin": "http://testserver"})
         assert ours.status_code == 303
         assert (await c.post("/api/run", json={"code": "print(1)"})).status_code == 200  # a program: no Origin
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.web import Web
+from tests.support.web import Web, shown_at
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,7 @@ async def test_a_question_run_goes_before_waiting_playground_runs(web: Web) -> N
         await in_flight(c, 4)  # two running, two waiting
         loop = asyncio.get_running_loop()
         started = loop.time()
-        answer = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": [1]})
+        answer = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         took = loop.time() - started
         assert answer.json()["run"]["stdout"] == "torch.float16\n"
         # it took the first worker to come free (about 2 s), not the 4 s the waiting runs needed

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.support.web import Web
+from tests.support.web import Web, form_at
 
 pytestmark = pytest.mark.anyio
 
@@ -62,8 +62,10 @@ async def test_progress_shows_the_first_reviews_and_newest_attempts_and_counts_t
     ids = add_sets(web, 25)
     async with web.client() as c:
         for qid in ids:
-            # The choices are shuffled per learner: post the wrong one by its identity (1).
-            assert (await c.post(f"/questions/{qid}", data={"choice": "1"})).status_code == 303
+            # The choices are shuffled per learner, and a form sends a position: find the wrong one.
+            shown = (await c.get(f"/api/questions/{qid}")).json()["choices"]
+            wrong = next(str(ch["index"]) for ch in shown if ch["text"] == "the wrong one")
+            assert (await c.post(f"/questions/{qid}", data={"choice": wrong})).status_code == 303
         web.clock.advance(hours=1)
         page = (await c.get("/progress")).text
         due = re.findall(r'<li class="due"><a href="/questions/(concept-\d+)"', page)
@@ -78,11 +80,11 @@ async def test_the_busiest_pages_refuse_bad_parameters_with_422(web: Web) -> Non
     async with web.client() as c:
         assert (await c.get("/questions/mc-half-dtype?attempt=first")).status_code == 422
         assert (await c.get("/questions/mc-half-dtype?review=12a")).status_code == 422
-        bad_time = await c.post("/questions/mc-half-dtype", data={"choice": "0", "shown_at": "soon"})
+        bad_time = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "soon"})
         assert bad_time.status_code == 422 and "shown_at" in bad_time.text
         too_long = await c.post("/questions/po-linear-dtype", data={"output": "x" * 10_001})
         assert too_long.status_code == 422
         assert (await c.post("/questions/mc-half-dtype", data={"choice": "A"})).status_code == 422
         # Empty fields count as absent, as they did: an answer still goes through.
-        ok = await c.post("/questions/mc-half-dtype", data={"choice": "0", "shown_at": "", "review": ""})
+        ok = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "", "review": ""})
         assert ok.status_code == 303

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from app.bank import load_bank
-from tests.support.web import Web
+from tests.support.web import Web, form_at
 
 pytestmark = pytest.mark.anyio
 
@@ -33,8 +33,8 @@ async def test_home_lists_sets_topics_and_counts(web: Web) -> None:
 
 async def test_set_page_shows_each_questions_status(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/questions/mc-half-dtype", data={"choice": "0"})
-        await c.post("/questions/mc-sixteen-bit", data={"choice": ["0", "1"]})
+        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
+        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)})
         page = (await c.get("/sets/basics")).text
         rows = re.findall(
             r'<li class="question-row status-(\w+)">\s*<a href="/questions/([\w-]+)"', page
@@ -92,7 +92,7 @@ async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web:
 
 async def test_multiple_choice_form_feedback_for_the_pick(web: Web) -> None:
     async with web.client() as c:
-        r = await c.post("/questions/mc-half-dtype", data={"choice": "2"}, follow_redirects=True)
+        r = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 2)}, follow_redirects=True)
         words = text_of(r.text)
         assert "Not quite" in words
         assert (
@@ -131,8 +131,8 @@ async def test_progress_page_shows_history_topics_and_review(web: Web) -> None:
     async with web.client() as c:
         empty = text_of((await c.get("/progress")).text)
         assert "No attempts yet." in empty and "Nothing to review yet." in empty
-        await c.post("/questions/mc-half-dtype", data={"choice": "0"})
-        await c.post("/questions/mc-sixteen-bit", data={"choice": ["0", "1"]})
+        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
+        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)})
         words = text_of((await c.get("/progress")).text)
         assert "Mc half dtype" in words and "Mc sixteen bit" in words
         assert "✗ wrong" in words and "✓ right" in words
@@ -145,8 +145,8 @@ async def test_a_question_changed_since_it_was_answered_starts_afresh(web: Web) 
     is new again, out of the review queue, and its history row says it changed since."""
     async with web.client() as c:
         c.app.state.web.live_bank.check_every_s = 0  # type: ignore[attr-defined]
-        await c.post("/questions/mc-half-dtype", data={"choice": "0"})  # wrong: a card is made
-        await c.post("/questions/mc-sixteen-bit", data={"choice": "0"})  # wrong too, and unchanged
+        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})  # wrong: a card is made
+        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)})  # wrong too, and unchanged
         before = (await c.get("/api/progress")).json()
         assert [r["question_id"] for r in before["review"]] == ["mc-half-dtype", "mc-sixteen-bit"]
         path = web.bank / "basics.yaml"
@@ -265,11 +265,12 @@ def test_pages_escape_what_they_show_as_markupsafe_does() -> None:
 async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web: Web) -> None:
     """Three missed questions come due (the clock moves on), are reviewed one after another, and
     are rescheduled further out; the home page says how many are due."""
-    missed = {"po-linear-dtype": {"output": "torch.float32"}, "mc-half-dtype": {"choice": "0"},
-              "mc-sixteen-bit": {"choice": "2"}}  # fmt: skip
-    right = {"po-linear-dtype": {"output": "torch.bfloat16 torch.Size([1, 2])"}, "mc-half-dtype": {"choice": "1"},
-             "mc-sixteen-bit": {"choice": ["0", "1"]}}  # fmt: skip
     async with web.client() as c:
+        missed = {"po-linear-dtype": {"output": "torch.float32"}, "mc-half-dtype": {"choice": await form_at(c, "mc-half-dtype", 0)},
+                  "mc-sixteen-bit": {"choice": await form_at(c, "mc-sixteen-bit", 2)}}  # fmt: skip
+        right = {"po-linear-dtype": {"output": "torch.bfloat16 torch.Size([1, 2])"},
+                 "mc-half-dtype": {"choice": await form_at(c, "mc-half-dtype", 1)},
+                 "mc-sixteen-bit": {"choice": await form_at(c, "mc-sixteen-bit", 0, 1)}}  # fmt: skip
         for qid, answer in missed.items():
             assert (await c.post(f"/questions/{qid}", data=answer)).status_code == 303
         assert "Nothing is due" in (await c.get("/review")).text  # missed just now: not due yet

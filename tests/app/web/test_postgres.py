@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from tests.support.postgres import drop_connections
-from tests.support.web import Web
+from tests.support.web import Web, shown_at
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,7 @@ async def test_progress_survives_a_restart_on_postgres(web: Web, postgres_url: s
     on_postgres = {"database_url": postgres_url, "secret_key": SECRET}
     async with web.client(**on_postgres) as c:
         assert (await c.get("/healthz")).json()["database"] is True
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
         await c.post(
             "/api/questions/po-linear-dtype/attempts?run=false",
             json={"output": "torch.bfloat16 torch.Size([1, 2])"},
@@ -48,12 +48,12 @@ async def test_progress_survives_a_restart_on_postgres(web: Web, postgres_url: s
 
 async def test_reviews_come_due_on_time_on_postgres(web: Web, postgres_url: str) -> None:
     async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "right"
         web.clock.advance(minutes=30)
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "due"
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [1]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["is_due"] is False and "day" in review[0]["due_in"]
 
@@ -63,7 +63,7 @@ async def test_a_dropped_database_connection_costs_a_learner_nothing(web: Web, p
     server drops them all (a restart, an administrator), the next request still answers, on a
     fresh connection."""
     async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": [0]})
+        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
         assert drop_connections(postgres_url) >= 1  # the app's pooled connection was there, and is gone
         answered = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x"})
         assert answered.status_code == 200
