@@ -3,7 +3,8 @@ command line (`ampquiz instructor add NAME`), which prints a one-time sign-in li
 password, so there is none to store, leak or reset. Learners stay anonymous.
 
 A link works once, within `LINK_TTL`; only its hash is stored, so a copy of the database lets
-no one sign in. No web framework here: the studio's pages use it, and so does the CLI.
+no one sign in. The spent link's row is the session it opened: signing out deletes it, and removing
+an instructor deletes all of theirs, so a copied cookie stops working then. No web framework here: the studio's pages use it, and so does the CLI.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import secrets
 from datetime import datetime, timedelta
 
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, delete, select
 
 from app.store import Store, as_utc, utcnow
 
@@ -68,8 +69,10 @@ def remove(store: Store, name: str) -> bool:
         found = s.get(Instructor, name)
         if found is None:
             return False
-        for link in s.exec(select(SignInLink).where(SignInLink.name == name)):
-            s.delete(link)
+        # Its links first, flushed: left to the session, the instructor's row could be deleted
+        # before them (their foreign key then refused it, and no one could be removed).
+        s.exec(delete(SignInLink).where(SignInLink.name == name))  # type: ignore[call-overload]
+        s.flush()
         s.delete(found)
         s.commit()
         return True
@@ -109,3 +112,25 @@ def exists(store: Store, name: str) -> bool:
     ensure_tables(store)
     with Session(store.engine) as s:
         return s.get(Instructor, name) is not None
+
+
+def session_of(token: str) -> str:
+    """The session a spent link opened: its stored hash (the cookie names it, signed)."""
+    return _hash(token)
+
+
+def in_session(store: Store, name: str, session: str) -> bool:
+    """Whether `name` signed in with the link `session` names and has neither signed out since
+    nor been removed (which deletes their links: a name added again starts with no sessions)."""
+    ensure_tables(store)
+    with Session(store.engine) as s:
+        link = s.get(SignInLink, session)
+        return link is not None and link.name == name and link.used_at is not None
+
+
+def end_session(store: Store, session: str) -> None:
+    """Signing out: the session's cookie is refused from now on, wherever a copy of it is."""
+    ensure_tables(store)
+    with Session(store.engine) as s:
+        s.exec(delete(SignInLink).where(SignInLink.token_hash == session))  # type: ignore[call-overload]
+        s.commit()

@@ -1,12 +1,15 @@
 """Signing instructors in: a one-time link from `ampquiz instructor add|link NAME` is exchanged
 (by a POST, so a link preview or prefetch never spends it) for a signed session cookie that only
-/studio sees. Removing an instructor ends their session at the next request."""
+/studio sees, naming the session the link opened. Signing out ends that session on the server
+(a copy of the cookie is refused too); removing an instructor ends all of theirs at the next
+request."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
@@ -33,16 +36,24 @@ def _signer(request: Request) -> TimestampSigner:
     return TimestampSigner(request.app.state.settings.resolved_secret_key(), salt="ampquiz-instructor")
 
 
-async def instructor(request: Request, state: State) -> str:
-    """The signed-in instructor's name; 403 for anyone else (learners included)."""
+def _session(request: Request) -> tuple[str, str] | None:
+    """The instructor's name and session from a valid cookie (signed, not expired), else None."""
     value = request.cookies.get(COOKIE)
-    if value:
-        try:
-            name = _signer(request).unsign(value, max_age=SESSION_S).decode()
-        except (BadSignature, SignatureExpired):
-            name = ""
-        if name and instructors.exists(state.store, name):
-            return name
+    if not value:
+        return None
+    try:
+        name, _, session = _signer(request).unsign(value, max_age=SESSION_S).decode().partition("/")
+    except (BadSignature, SignatureExpired, UnicodeDecodeError):
+        return None
+    return (name, session) if name and session else None
+
+
+async def instructor(request: Request, state: State) -> str:
+    """The signed-in instructor's name; 403 for anyone else (learners included), and for a
+    session that signed out or whose instructor was removed."""
+    found = _session(request)
+    if found is not None and await run_in_threadpool(instructors.in_session, state.store, *found):
+        return found[0]
     raise InstructorsOnly()
 
 
@@ -66,14 +77,17 @@ async def sign_in(token: str, request: Request, state: State) -> Response:
         return await page(state, request, "studio/sign_in.html", status_code=403, token=None, spent=True)
     response = RedirectResponse("/studio", status_code=303)
     response.set_cookie(
-        COOKIE, _signer(request).sign(name).decode(), max_age=SESSION_S, path="/studio",
-        httponly=True, samesite="strict",
+        COOKIE, _signer(request).sign(f"{name}/{instructors.session_of(token)}").decode(), max_age=SESSION_S,
+        path="/studio", httponly=True, samesite="strict",
     )  # fmt: skip
     return response
 
 
 @router.post("/sign-out")
-async def sign_out(who: Instructor) -> Response:
+async def sign_out(who: Instructor, request: Request, state: State) -> Response:
+    found = _session(request)
+    if found is not None:
+        await run_in_threadpool(instructors.end_session, state.store, found[1])
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(COOKIE, path="/studio")
     return response
