@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -121,8 +122,15 @@ def create(
     return NewInterview(row, candidate, host)
 
 
+TOKEN = re.compile(r"[A-Za-z0-9_-]{1,128}")
+"""What `secrets.token_urlsafe` makes: anything else is no link of ours (and a NUL in it made
+PostgreSQL refuse the query)."""
+
+
 def by_candidate(store: Store, token: str) -> Interview | None:
     """The interview a candidate's link opens; None for an unknown or revoked link."""
+    if not TOKEN.fullmatch(token):
+        return None
     ensure_tables(store)
     with Session(store.engine, expire_on_commit=False) as s:
         row = s.exec(select(Interview).where(Interview.candidate_token == token)).first()
@@ -131,6 +139,8 @@ def by_candidate(store: Store, token: str) -> Interview | None:
 
 def by_host(store: Store, token: str) -> Interview | None:
     """The interview an interviewer's link opens (revoked ones too: the report stays readable)."""
+    if not TOKEN.fullmatch(token):
+        return None
     ensure_tables(store)
     with Session(store.engine, expire_on_commit=False) as s:
         return s.exec(select(Interview).where(Interview.host_hash == _hash(token))).first()
@@ -149,6 +159,8 @@ def revoke(store: Store, interview_id: int, now: datetime | None = None) -> bool
 
 
 def revoke_candidate_token(store: Store, token: str) -> bool:
+    if not TOKEN.fullmatch(token):
+        return False
     ensure_tables(store)
     with Session(store.engine) as s:
         row = s.exec(select(Interview).where(Interview.candidate_token == token)).first()

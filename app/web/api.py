@@ -104,7 +104,7 @@ class AnswerIn(BaseModel):
         None, max_length=10_000, description="Predict output: what you think it prints."
     )
     submit_id: str | None = Field(
-        None, max_length=64, description="Optional: an id of your own for this submit; sending "
+        None, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$", description="Optional: an id of your own for this submit; sending "
         "the same one again returns the first attempt instead of recording another."
     )
 

@@ -22,6 +22,7 @@ from app.web.state import WebState
 
 Handler = Callable[[Request], Awaitable[Response]]
 _DIGITS = re.compile(r"^\d{1,12}$")
+_PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f]*$")
 
 
 def page_route(router: APIRouter, path: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable[[Handler], Handler]:
@@ -65,6 +66,13 @@ def digits(where: str, name: str, value: str | None) -> str | None:
     """A value of 1 to 12 digits (a moment in whole seconds), or None when absent."""
     if value is not None and not _DIGITS.match(value):
         raise invalid(where, name, "String should match pattern '^\\d{1,12}$'")
+    return value
+
+
+def printable(where: str, name: str, value: str | None) -> str | None:
+    """A value with no control character (PostgreSQL refuses a text with NUL in it)."""
+    if value is not None and not _PRINTABLE.match(value):
+        raise invalid(where, name, "String should match pattern '^[^\\x00-\\x1f\\x7f]*$'")
     return value
 
 

@@ -29,6 +29,7 @@ from app.web.lean_routes import (
     form_fields,
     invalid,
     page_route,
+    printable,
     state_and_learner,
 )
 from app.web.render import in_thread, render_page
@@ -127,7 +128,7 @@ async def question_page(request: Request) -> Response:
     attempt = as_int("query", "attempt", query.get("attempt"))
     review = digits("query", "review", query.get("review"))
     loaded = state.question(request.path_params["question_id"])
-    if attempt is not None and not 1 <= attempt < 2**63:
+    if attempt is not None and not 1 <= attempt < 2**31:  # ids are 32-bit on PostgreSQL
         raise NotFound("There is no such attempt.")
     run = run_message = None
     if attempt is not None:
@@ -171,7 +172,7 @@ async def answer_form(request: Request) -> Response:
 
     choice = [int(as_int("form", "choice", v) or 0) for v in fields.get("choice", []) if v != ""]
     output = at_most("form", "output", one("output"), 10_000)
-    submit_id = at_most("form", "submit_id", one("submit_id"), 64)
+    submit_id = printable("form", "submit_id", at_most("form", "submit_id", one("submit_id"), 64))
     shown_at = as_float("form", "shown_at", one("shown_at"))
     review = digits("form", "review", one("review"))
     loaded = state.question(request.path_params["question_id"])

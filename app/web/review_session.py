@@ -5,7 +5,7 @@ in the URL; what was reviewed is read back from the attempts made since then."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -24,8 +24,21 @@ Since = Annotated[str, Query(pattern=r"^\d{1,12}$")]
 """When the session started, in whole seconds since the epoch (UTC)."""
 
 
-def parse_since(since: str | None) -> datetime | None:
-    return datetime.fromtimestamp(int(since), UTC) if since and since.isdigit() else None
+SESSION_REACH = timedelta(days=1)
+"""How far back a session's summary reads: a session is minutes long, and reading a learner's
+every attempt (`since=0`) on a shared page thread held up other learners' pages."""
+
+
+def parse_since(since: str | None, now: datetime) -> datetime | None:
+    """When the session started, at most `SESSION_REACH` ago; None for no moment at all (or one
+    past the calendar's end: twelve digits reach the year 33658)."""
+    if not since or not since.isdigit():
+        return None
+    try:
+        started = datetime.fromtimestamp(int(since), UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return max(started, now - SESSION_REACH)
 
 
 def due_now(state: WebState, learner: str, standing: Standing | None = None) -> list[QueueRow]:
@@ -57,7 +70,7 @@ async def review_next(request: Request, state: State, learner: Learner, since: S
 
 @router.get("/review/done")
 async def review_done(request: Request, state: State, learner: Learner, since: Since) -> Response:
-    started = parse_since(since)
+    started = parse_since(since, state.clock())
 
     def build() -> Response:
         standing = state.standing(learner, recent=0)

@@ -93,3 +93,24 @@ async def test_health_says_when_the_database_is_gone(web: Web, postgres_url: str
         assert answered.json() == {"ok": False, "status": 503, "error": (
             "The database cannot be reached right now, so nothing could be read or saved. Please try again in a minute."
         )}  # fmt: skip
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_input_a_database_cannot_store_is_refused_or_not_found_not_a_500(
+    web: Web, database: str, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL refuses a text with NUL in it and an id past 32 bits; a moment twelve digits
+    long is past the calendar's end. Each was a 500 (on PostgreSQL, or on both)."""
+    on = {"database_url": request.getfixturevalue("postgres_url"), "secret_key": SECRET} if database == "postgresql" else {}
+    async with web.client(**on) as c:
+        nul = await c.post("/api/questions/po-linear-dtype/attempts?run=false",
+                           json={"output": "torch.float32", "submit_id": "x\u0000"})  # fmt: skip
+        assert nul.status_code == 422 and nul.json()["ok"] is False
+        form = await c.post("/questions/po-linear-dtype", data={"output": "torch.float32", "submit_id": "x\x00"})
+        assert form.status_code == 422
+        assert (await c.get("/questions/mc-half-dtype?attempt=2147483648")).status_code == 404
+        assert (await c.get("/interview/a%00b")).status_code == 404
+        assert (await c.post("/interview/a%00b/next")).status_code == 404
+        done = await c.get("/review/done?since=999999999999")
+        assert done.status_code == 200
+        assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 0  # nothing half-saved
