@@ -7,7 +7,10 @@ import io
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import LiteralScalarString
+
+from app.bank.load import yaml_problems
 
 NEW_QUESTION = {
     "kind": "predict_output",
@@ -42,10 +45,39 @@ def _block(text: str) -> Any:
     return LiteralScalarString(text if text.endswith("\n") else text + "\n") if "\n" in text.rstrip("\n") else text
 
 
+class NotASet(Exception):
+    """The text is not (yet) a question set an edit can be made in; the message says why. The
+    editor's text is often half-typed: that is a sentence for its author, never a crash."""
+
+
+def _load(text: str) -> tuple[Any, list[Any]]:
+    """The set's data and its questions (those that are mappings) from the editor's text."""
+    # Read by libyaml first: ruamel's reader (pure Python) took 4 s to give up on 3,000 nested
+    # brackets, and follows aliases wherever they lead.
+    problems = yaml_problems(text, "the file")
+    if problems:
+        raise NotASet(f"Line {problems[0].line}: {problems[0].message}. Fix it, then try again.")
+    try:
+        data = _yaml().load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise NotASet(f"The file's YAML does not read yet{where}: fix it, then try again.") from None
+    except (RecursionError, TypeError, ValueError):  # nested too deep, a list as a key
+        raise NotASet("The file's YAML does not read as a question set: fix it, then try again.") from None
+    if not isinstance(data, dict):
+        raise NotASet("The file is not a question set yet: it needs `title:`, `description:` and `questions:`.")
+    if data.get("questions") is None:
+        data["questions"] = []
+    if not isinstance(data["questions"], list):
+        raise NotASet("`questions:` is not a list yet: each question starts with `- id: ...`.")
+    return data, [q for q in data["questions"] if isinstance(q, dict)]
+
+
 def set_answer(text: str, question_id: str, output: str) -> str:
     """The set's YAML with `question_id`'s answer replaced by `output` (what its code printed)."""
-    data = _yaml().load(text)
-    for q in data.get("questions") or []:
+    data, questions = _load(text)
+    for q in questions:
         if q.get("id") == question_id:
             q["answer"] = _block(output.rstrip("\n")) if output.strip() else ""
             return _dump(data)
@@ -55,8 +87,8 @@ def set_answer(text: str, question_id: str, output: str) -> str:
 def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
     """The set's YAML with a wrong choice appended to `question_id`'s choices (a distractor);
     KeyError when there is no such question, ValueError when it has no choices."""
-    data = _yaml().load(text)
-    for q in data.get("questions") or []:
+    data, questions = _load(text)
+    for q in questions:
         if q.get("id") == question_id:
             if not isinstance(q.get("choices"), list):
                 raise ValueError(f"{question_id} has no choices")
@@ -67,11 +99,11 @@ def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
 
 def add_question(text: str, question_id: str) -> str:
     """The set's YAML with a new question (from `NEW_QUESTION`) appended under `question_id`."""
-    data = _yaml().load(text)
+    data, _ = _load(text)
     fresh: dict[str, Any] = {"id": question_id}
     for key, value in NEW_QUESTION.items():
         fresh[key] = _block(value) if isinstance(value, str) else value
-    data.setdefault("questions", []).append(fresh)
+    data["questions"].append(fresh)
     return _dump(data)
 
 

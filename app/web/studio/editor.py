@@ -52,7 +52,7 @@ def bank_file(state: WebState, name: str, *, new: bool = False) -> Path:
 
 
 def _parse(name: str, text: str) -> tuple[Any, list[dict[str, Any]]]:
-    if len(text.encode()) > MAX_YAML_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
         raise AppError(f"That file is over {MAX_YAML_BYTES // 1024} KiB.")
     loaded, problems = load_text(text, Path(name).stem, name)
     return loaded, [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
@@ -73,7 +73,10 @@ async def editor_page(name: str, request: Request, state: State, who: Instructor
     path = bank_file(state, name)
     text = path.read_text(encoding="utf-8")
     if new:
-        text = edit.add_question(text, new)
+        try:
+            text = edit.add_question(text, new)
+        except edit.NotASet:
+            new = None  # the file as it is: the check under the editor says what to fix
     return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new)
 
 
@@ -95,11 +98,11 @@ async def check_text(who: Instructor, name: Annotated[str, Body()], text: Annota
 def _ids(text: str) -> list[str]:
     """The question ids of a file that does not validate yet, when its YAML reads at all."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
         return []
     items = data.get("questions") if isinstance(data, dict) else None
-    return [q["id"] for q in items or [] if isinstance(q, dict) and isinstance(q.get("id"), str)]
+    return [q["id"] for q in items if isinstance(q, dict) and isinstance(q.get("id"), str)] if isinstance(items, list) else []
 
 
 @router.post("/api/run")
@@ -128,11 +131,16 @@ async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annota
         return {"text": edit.set_answer(text, question_id, output)}
     except KeyError:
         raise NotFound(f"The file has no question {question_id!r}.") from None
+    except edit.NotASet as exc:
+        raise AppError(str(exc)) from None
 
 
 @router.post("/api/add-question")
 async def add_question(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]) -> Any:
-    return {"text": edit.add_question(text, question_id)}
+    try:
+        return {"text": edit.add_question(text, question_id)}
+    except edit.NotASet as exc:
+        raise AppError(str(exc)) from None
 
 
 @router.post("/preview")

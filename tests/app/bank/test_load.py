@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.bank.lint import underivable
-from app.bank.load import load_bank
+from app.bank.load import load_bank, load_text
 
 
 def one_question(qid: str, marker: str) -> str:
@@ -162,3 +162,22 @@ def test_a_snapshot_of_another_folder_or_a_failed_one_is_not_used(tmp_path: Path
         assert read_snapshot(snapshot.folder / "never-written", tmp_path, wait_s=0.05) == {}
     finally:
         snapshot.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "says"),
+    [
+        ("a0: &a0 [x, x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 22)), (1, 5), "used again through an alias"),
+        ("title: t\n? [1, 2]\n: x\n", (2, 3), "a key must be a plain word"),
+        ("title: t \ud800\n", (1, 1), "not Unicode text"),
+    ],
+    ids=["aliases-doubling-21-times", "a-list-as-a-key", "a-lone-surrogate"],
+)
+def test_text_no_question_file_could_be_is_a_problem_at_its_line_not_a_crash_or_a_stall(
+    text: str, where: tuple[int, int], says: str
+) -> None:
+    """Each crashed the loader (a list as a key, a surrogate typed in the studio) or walked 2**21
+    leaves (aliases doubling at each level: seconds of the event loop for a few hundred bytes, and 2**40 for 40 levels)."""
+    loaded, problems = load_text(text, "x", "x.yaml")
+    assert loaded is None and len(problems) == 1
+    assert (problems[0].line, problems[0].col) == where and says in problems[0].message, problems
