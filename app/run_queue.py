@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import heapq
 import itertools
 import math
 import time
@@ -62,7 +61,9 @@ class RunQueue:
     API) are admitted within `workers + queue` at once, and each learner (cookie) and client
     address within its share, so one client cannot fill the queue for everyone; question runs
     and background runs are not counted against that room. A free worker goes to the waiting
-    run with the highest priority (`PRIORITY`), first come first served within it."""
+    run with the highest priority (`PRIORITY`); within it, to the run whose owners have the
+    fewest runs on workers now (an address's before a learner's), then first come first served:
+    a client that queued eight long runs no longer makes a newcomer wait for all of them."""
 
     def __init__(
         self,
@@ -84,7 +85,10 @@ class RunQueue:
         self._learners_in_flight = 0
         self._by_owner: collections.Counter[str] = collections.Counter()
         self._free = workers
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[int, int, tuple[str, ...], asyncio.Future[None]]] = []
+        """(priority, arrival, owners, turn) of each run waiting for a worker: a few dozen at most."""
+        self._running: collections.Counter[str] = collections.Counter()
+        """Owner -> runs of theirs on a worker now."""
         self._arrivals = itertools.count()
         self._mean_s = 0.05
         self._measured = False
@@ -130,21 +134,27 @@ class RunQueue:
             if cap is not None and self._by_owner[owner] >= cap:
                 raise QueueFull(max(1, math.ceil(self._mean_s)), kind, cap)
 
-    async def _worker_slot(self, lane: str) -> None:
+    async def _worker_slot(self, lane: str, owners: tuple[str, ...]) -> None:
         if self._free > 0 and not self._waiting:
             self._free -= 1
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (PRIORITY[lane], next(self._arrivals), turn))
+        self._waiting.append((PRIORITY[lane], next(self._arrivals), owners, turn))
         await turn  # the slot is handed over by `_give_back_slot`
 
+    def _share(self, owners: tuple[str, ...]) -> tuple[int, int]:
+        """How many runs this run's address, then its learner, have on workers now."""
+        by_kind = {owner.split(":", 1)[0]: self._running[owner] for owner in owners}
+        return by_kind.get("address", 0), by_kind.get("learner", 0)
+
     def _give_back_slot(self) -> None:
-        while self._waiting:
-            _priority, _n, turn = heapq.heappop(self._waiting)
-            if not turn.done():
-                turn.set_result(None)
-                return
-        self._free += 1
+        self._waiting = [entry for entry in self._waiting if not entry[3].done()]  # given up
+        if not self._waiting:
+            self._free += 1
+            return
+        chosen = min(self._waiting, key=lambda e: (e[0], *self._share(e[2]), e[1]))
+        self._waiting.remove(chosen)
+        chosen[3].set_result(None)
 
     async def run(
         self,
@@ -173,7 +183,8 @@ class RunQueue:
         async def whole_run() -> RunResult:
             held = 0.0
             try:
-                await self._worker_slot(lane)
+                await self._worker_slot(lane, owners)
+                self._running.update(owners)
                 try:
                     started = time.perf_counter()
                     try:
@@ -183,6 +194,8 @@ class RunQueue:
                     held = time.perf_counter() - started
                     return result
                 finally:
+                    self._running.subtract(owners)
+                    self._running += collections.Counter()  # drop owners with nothing running
                     self._give_back_slot()
             finally:
                 # Counted down when the sandbox is done, not when the client gives up: a run

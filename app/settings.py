@@ -54,7 +54,8 @@ class Settings(BaseModel):
         16,
         ge=0,
         le=1000,
-        description="Runs that may wait for a free worker; beyond workers + queue a run gets 429 with Retry-After.",
+        description="Runs that may wait for a free worker, which goes to the waiting run whose address (then learner) "
+        "has the fewest runs on workers; beyond workers + queue a run gets 429 with Retry-After.",
     )
     run_per_learner: int = Field(
         2, ge=1, le=100, description="Runs one learner (cookie) may have running or waiting at once; "

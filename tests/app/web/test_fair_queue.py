@@ -117,3 +117,27 @@ async def test_health_is_answered_while_a_large_run_is_being_rendered(
         )
         assert shown.status_code == 200 and "Op trace" in shown.text
         assert answered_mid_render == [True], "/healthz was not answered while the panel rendered"
+
+
+async def test_a_newcomer_waits_for_a_worker_not_for_another_addresss_queue(web: Web) -> None:
+    """One address (a fresh cookie per run, within its share) queues long runs; a learner from
+    another address waits for the next worker to come free, not for all of those runs."""
+    async with web.client(run_per_address=8) as c:
+        at = lambda address: httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=c.app, client=(address, 1234)), base_url="http://testserver"  # type: ignore[attr-defined]
+        )
+        flooders = [at("10.0.0.1") for _ in range(6)]
+        flood = [asyncio.create_task(f.post("/api/run", json={"code": SLOW})) for f in flooders]
+        await in_flight(c, 6)  # two running, four waiting
+        newcomer = at("10.0.0.2")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        mine = await newcomer.post("/api/run", json={"code": "print(42)"})
+        took = loop.time() - started
+        assert mine.status_code == 200 and mine.json()["run"]["stdout"] == "42\n"
+        # the first worker to come free (about 2 s), not after the four waiting runs (6 s)
+        assert took < 3.5, took
+        assert sum(t.done() for t in flood) <= 2
+        await asyncio.gather(*flood)
+        for client in (*flooders, newcomer):
+            await client.aclose()
