@@ -14,7 +14,7 @@ from app.web.state import WebState
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Is the server up, with its bank and sandbox?")
+@router.api_route("/healthz", methods=["GET", "HEAD"], summary="Is the server up, with its bank and sandbox?")
 async def healthz(request: Request) -> Any:
     state: WebState | None = getattr(request.app.state, "web", None)
     if state is None:
