@@ -11,6 +11,7 @@ live channel is `app.interview.live`: stored first, then fanned out; a reconnect
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Header, Request
@@ -21,7 +22,7 @@ from app.bank.schema import MultipleChoiceQuestion
 from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, picked_at
 from app.interview import entries, model, snippets
 from app.interview.live import Hub
-from app.interview.report import progress, report
+from app.interview.report import Progress, progress, report
 from app.proofs import Proof
 from app.public_question import title_of
 from app.web.deps import State
@@ -39,6 +40,22 @@ GONE = "This interview link does not work: it is unknown, or it was revoked."
 class NotYet(AppError):
     status = 409
     message = "State your prediction first: running the code shows the answer."
+
+
+class TimeIsUp(AppError):
+    status = 409
+    message = "Time is up: what you did before it is with your interviewer."
+
+
+LATE_GRACE = timedelta(seconds=15)
+"""How long after the deadline a prediction or a run still counts: the one sent as the clock
+ran out, on a slow network. Past it the server refuses them (the page's countdown is the
+candidate's, and a script's, to ignore)."""
+
+
+def _time_is_up(state: WebState, interview: model.Interview, done: Progress) -> bool:
+    deadline = done.deadline(interview)
+    return deadline is not None and state.clock() > deadline + LATE_GRACE
 
 
 def _hub(request: Request) -> Hub:
@@ -144,9 +161,12 @@ async def predict(
     output: Annotated[str | None, Form(max_length=10_000)] = None,
 ) -> Response:  # fmt: skip
     interview = _candidate(state, token)
-    current = progress(interview, _events(state, interview)).current
+    done = progress(interview, _events(state, interview))
+    current = done.current
     if current is None or current.prediction is not None:
         return RedirectResponse(f"/interview/{token}", status_code=303)
+    if _time_is_up(state, interview, done):
+        return await _candidate_page(request, state, token, TimeIsUp.status, error=TimeIsUp.message)
     loaded = _question(state, interview, current.id)
     if loaded.id not in interview.snippets:  # a snippet's key was proved when the interview was made
         state.ensure_gradeable(loaded)
@@ -171,9 +191,12 @@ async def _run(
     request: Request, state: WebState, token: str, code: str
 ) -> tuple[dict[str, Any] | None, AppError | None]:
     interview = _candidate(state, token)
-    current = progress(interview, _events(state, interview)).current
+    done = progress(interview, _events(state, interview))
+    current = done.current
     if current is None:
         raise NotFound("This interview is over.")
+    if _time_is_up(state, interview, done):
+        return None, TimeIsUp()
     if current.prediction is None:
         return None, NotYet()
     run, refusal = await state.learner_run(request, code)
@@ -233,7 +256,7 @@ async def extend(token: str, request: Request, state: State) -> Response:
     """The accessibility option: half as much time again, once."""
     interview = _candidate(state, token)
     done = progress(interview, _events(state, interview))
-    if interview.minutes and not done.extra_s and not done.finished:
+    if interview.minutes and not done.extra_s and not done.finished and not _time_is_up(state, interview, done):
         await _record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
     return RedirectResponse(f"/interview/{token}", status_code=303)
 

@@ -305,3 +305,26 @@ async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: 
         assert "Right" in (await client.get(link)).text  # what the snippet printed when it was made
         report = (await client.get(host + "/report.json")).json()
         assert [q["id"] for q in report["questions"]][:2] == ["mc-half-dtype", "snippet-1"]
+
+
+async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refused(web: Web) -> None:
+    """The countdown on the page is the candidate's to ignore (a script, a stopped clock): the
+    server refuses a prediction, a run or the extra time once the limit (and 15 s of grace for
+    the request sent as it ran out) is past, and the interviewer's log shows nothing late."""
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=1)
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        assert (await client.get(cand)).status_code == 200  # opened: the clock starts
+        web.clock.advance(seconds=70)  # inside the grace
+        said = await client.post(cand + "/predict", data={"output": "torch.float32", "confidence": "50"})
+        assert said.status_code == 303
+        assert (await client.post(cand + "/next")).status_code == 303
+        web.clock.advance(seconds=30)  # past it
+        late = await client.post(cand + "/predict", data={"choice": "0", "confidence": "50"})
+        assert late.status_code == 409 and "Time is up" in late.text
+        ran = await client.post(cand + "/run/panel", data={"code": "print(1)"})
+        assert ran.status_code == 409 and "Time is up" in ran.text
+        await client.post(cand + "/extend")
+        stream = await client.get(host + "/events", params={"replay": "true"})
+        kinds = [e["kind"] for e in _events(stream.text)]
+        assert kinds.count("predicted") == 1 and "run" not in kinds and "extended" not in kinds, kinds
