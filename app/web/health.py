@@ -14,7 +14,8 @@ from app.web.state import WebState
 router = APIRouter(tags=["health"])
 
 
-@router.api_route("/healthz", methods=["GET", "HEAD"], summary="Is the server up, with its bank and sandbox?")
+@router.get("/healthz", summary="Is the server up, with its bank and sandbox?")
+@router.head("/healthz", include_in_schema=False)  # a load balancer may ask with HEAD
 async def healthz(request: Request) -> Any:
     state: WebState | None = getattr(request.app.state, "web", None)
     if state is None:
