@@ -192,13 +192,16 @@ _REPORT = _record(
 )  # fmt: skip
 
 
-def _json_size(value: Any, budget: int) -> int:
-    """At most JSON's length of `value` (non-ASCII text counted once), stopping past `budget`."""
-    size, stack = 0, [value]
+def _measure(value: Any, budget: int) -> tuple[int, bool]:
+    """At most JSON's length of `value` (non-ASCII text counted once), stopping past `budget`;
+    and whether a text in it needs its lone surrogates escaped (`_serialisable`). One walk: an
+    honest explanation's texts are ASCII, and need no second one."""
+    size, stack, unsafe = 0, [value], False
     while stack and size <= budget:
         v = stack.pop()
         if isinstance(v, str):
             size += len(v) + 2
+            unsafe = unsafe or _serialisable(v) is not v
         elif isinstance(v, dict):
             size += 2 + 4 * len(v)
             for k, x in v.items():
@@ -209,7 +212,7 @@ def _json_size(value: Any, budget: int) -> int:
             stack.extend(v)
         else:
             size += 5
-    return size
+    return size, unsafe
 
 
 def _with_serialisable_texts(value: Any) -> Any:
@@ -225,6 +228,8 @@ def _with_serialisable_texts(value: Any) -> Any:
 def checked_explanation(value: Any) -> dict[str, Any]:
     """The explanation if it has an honest one's shape and size (its texts serialisable), else a
     one-sentence stand-in."""
-    if isinstance(value, dict) and _json_size(value, EXPLANATION_BYTES) <= EXPLANATION_BYTES and _REPORT(value):
-        return _with_serialisable_texts(value)
+    if isinstance(value, dict):
+        size, unsafe = _measure(value, EXPLANATION_BYTES)
+        if size <= EXPLANATION_BYTES and _REPORT(value):
+            return _with_serialisable_texts(value) if unsafe else value
     return {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}
