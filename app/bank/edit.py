@@ -86,7 +86,8 @@ def set_answer(text: str, question_id: str, output: str) -> str:
 
 def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
     """The set's YAML with a wrong choice appended to `question_id`'s choices (a distractor);
-    KeyError when there is no such question, ValueError when it has no choices."""
+    KeyError when there is no such question, ValueError when it has no choices (`NotASet`, like
+    every edit here, when the text is not a question set yet)."""
     data, questions = _load(text)
     for q in questions:
         if q.get("id") == question_id:

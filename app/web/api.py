@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.grading import AnswerError, grade, picked_at, regrade
+from app.grading import AnswerError, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
@@ -228,14 +228,13 @@ async def submit_attempt(
 ) -> Any:
     loaded = state.question(question_id)
     state.ensure_gradeable(loaded)
-    order = state.choice_order(learner, loaded)
     try:
-        graded = grade(loaded, picked=picked_at(answer.choices, order), output=answer.output, order=order)
+        graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
     saved, is_new = state.record(learner, loaded, graded, answer.submit_id)
     if not is_new:  # the same submit again: answer as the first time
-        graded = regrade(loaded, saved, order) or graded
+        graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
     result, message = await state.question_run(loaded) if run else (None, None)
     return {
         "attempt_id": saved.id,

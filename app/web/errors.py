@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.bank.edit import NotASet
 from app.run_queue import QueueFull
 from sandbox import SandboxError
 
@@ -163,6 +164,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> Response:
         return render_error(request, exc.status, exc.message, exc.headers)
+
+    @app.exception_handler(NotASet)
+    async def _not_a_set(request: Request, exc: NotASet) -> Response:
+        # A studio edit of half-typed YAML: a sentence for its author, whichever edit it was.
+        return render_error(request, 400, str(exc))
 
     @app.exception_handler(QueueFull)
     @app.exception_handler(SandboxError)

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, picked_at
+from app.grading import AnswerError, describe_tolerance, multiple_answers
 from app.interview import entries, model, snippets
 from app.interview.live import Hub
 from app.interview.report import Progress, progress, report
@@ -56,6 +56,11 @@ candidate's, and a script's, to ignore)."""
 def _time_is_up(state: WebState, interview: model.Interview, done: Progress) -> bool:
     deadline = done.deadline(interview)
     return deadline is not None and state.clock() > deadline + LATE_GRACE
+
+
+def _candidate_key(token: str) -> str:
+    """Whose choice order a candidate sees: shuffled per interview, as per learner."""
+    return f"interview:{token}"
 
 
 def _hub(request: Request) -> Hub:
@@ -136,7 +141,7 @@ async def _candidate_page(
         proof = _proof(state, interview, loaded)
         context.update(
             current=current, loaded=loaded, q=q, title=title_of(loaded), proof=proof,
-            order=state.choice_order(f"interview:{token}", loaded), confidences=model.CONFIDENCES,
+            order=state.choice_order(_candidate_key(token), loaded), confidences=model.CONFIDENCES,
             multiple=multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
             tolerance_text=describe_tolerance(getattr(q, "tolerance", None)),
             code=extra.pop("code", None) or q.code or "",
@@ -177,8 +182,7 @@ async def predict(
             request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %."
         )
     try:
-        order = state.choice_order(f"interview:{token}", loaded)  # shuffled per interview
-        graded = grade(loaded, picked=picked_at(choice, order), output=output or "", order=order)
+        graded = state.grade(_candidate_key(token), loaded, choice, output or "")
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc))
     await _record(

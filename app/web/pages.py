@@ -18,7 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
 from app.bank_index import index_of
-from app.grading import AnswerError, describe_tolerance, grade, multiple_answers, picked_at, regrade
+from app.grading import AnswerError, describe_tolerance, multiple_answers, regrade
 from app.public_question import excerpt, title_of
 from app.web.errors import NotFound
 from app.web.lean_routes import (
@@ -178,8 +178,7 @@ async def answer_form(request: Request) -> Response:
     loaded = state.question(request.path_params["question_id"])
     state.ensure_gradeable(loaded)
     try:
-        order = state.choice_order(learner, loaded)
-        graded = grade(loaded, picked=picked_at(choice, order), output=output or "", order=order)
+        graded = state.grade(learner, loaded, choice, output or "")
     except AnswerError as exc:
         error = str(exc)
         return await in_thread(

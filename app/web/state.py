@@ -20,7 +20,7 @@ from fastapi.templating import Jinja2Templates
 from app import review
 from app.bank.load import Bank, LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import GradedAnswer, choice_order
+from app.grading import GradedAnswer, choice_order, grade, picked_at
 from app.live_bank import LiveBank
 from app.progress import Standing
 from app.proofs import Proof, ProofBook
@@ -97,8 +97,15 @@ class WebState:
         q = loaded.question
         return choice_order(q, learner, self.secret) if isinstance(q, MultipleChoiceQuestion) else None
 
+    def grade(self, learner: str, loaded: LoadedQuestion, positions: list[int] | None, output: str | None) -> GradedAnswer:
+        """An answer as a form or the API sends it: choices by their positions in `learner`'s
+        order (`grading.picked_at`), graded by the choices themselves. Raises AnswerError."""
+        order = self.choice_order(learner, loaded)
+        return grade(loaded, picked=picked_at(positions, order), output=output, order=order)
+
     @functools.cached_property
     def secret(self) -> str:
+        """The server's secret (the learner cookie's key), read once."""
         return self.settings.resolved_secret_key()
 
     async def learner_run(

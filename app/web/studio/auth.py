@@ -17,6 +17,7 @@ from app import instructors
 from app.web.deps import State
 from app.web.errors import AppError
 from app.web.render import page
+from app.web.state import WebState
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
 
@@ -32,17 +33,17 @@ class InstructorsOnly(AppError):
     )
 
 
-def _signer(request: Request) -> TimestampSigner:
-    return TimestampSigner(request.app.state.settings.resolved_secret_key(), salt="ampquiz-instructor")
+def _signer(state: WebState) -> TimestampSigner:
+    return TimestampSigner(state.secret, salt="ampquiz-instructor")
 
 
-def _session(request: Request) -> tuple[str, str] | None:
+def _session(request: Request, state: WebState) -> tuple[str, str] | None:
     """The instructor's name and session from a valid cookie (signed, not expired), else None."""
     value = request.cookies.get(COOKIE)
     if not value:
         return None
     try:
-        name, _, session = _signer(request).unsign(value, max_age=SESSION_S).decode().partition("/")
+        name, _, session = _signer(state).unsign(value, max_age=SESSION_S).decode().partition("/")
     except (BadSignature, SignatureExpired, UnicodeDecodeError):
         return None
     return (name, session) if name and session else None
@@ -51,7 +52,7 @@ def _session(request: Request) -> tuple[str, str] | None:
 async def instructor(request: Request, state: State) -> str:
     """The signed-in instructor's name; 403 for anyone else (learners included), and for a
     session that signed out or whose instructor was removed."""
-    found = _session(request)
+    found = _session(request, state)
     if found is not None and await run_in_threadpool(instructors.in_session, state.store, *found):
         return found[0]
     raise InstructorsOnly()
@@ -77,7 +78,7 @@ async def sign_in(token: str, request: Request, state: State) -> Response:
         return await page(state, request, "studio/sign_in.html", status_code=403, token=None, spent=True)
     response = RedirectResponse("/studio", status_code=303)
     response.set_cookie(
-        COOKIE, _signer(request).sign(f"{name}/{instructors.session_of(token)}").decode(), max_age=SESSION_S,
+        COOKIE, _signer(state).sign(f"{name}/{instructors.session_of(token)}").decode(), max_age=SESSION_S,
         path="/studio", httponly=True, samesite="strict",
     )  # fmt: skip
     return response
@@ -85,7 +86,7 @@ async def sign_in(token: str, request: Request, state: State) -> Response:
 
 @router.post("/sign-out")
 async def sign_out(who: Instructor, request: Request, state: State) -> Response:
-    found = _session(request)
+    found = _session(request, state)
     if found is not None:
         await run_in_threadpool(instructors.end_session, state.store, found[1])
     response = RedirectResponse("/", status_code=303)

@@ -67,7 +67,5 @@ async def add_choice(who: Instructor, text: Annotated[str, Body()], question_id:
         return {"text": edit.add_choice(text, question_id, choice_text, why)}
     except KeyError:
         raise NotFound(f"The file has no question {question_id!r}.") from None
-    except edit.NotASet as exc:
-        raise AppError(str(exc)) from None
     except ValueError:
         raise AppError("Only a multiple-choice question has choices to add to.") from None

@@ -131,16 +131,11 @@ async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annota
         return {"text": edit.set_answer(text, question_id, output)}
     except KeyError:
         raise NotFound(f"The file has no question {question_id!r}.") from None
-    except edit.NotASet as exc:
-        raise AppError(str(exc)) from None
 
 
 @router.post("/api/add-question")
 async def add_question(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]) -> Any:
-    try:
-        return {"text": edit.add_question(text, question_id)}
-    except edit.NotASet as exc:
-        raise AppError(str(exc)) from None
+    return {"text": edit.add_question(text, question_id)}
 
 
 @router.post("/preview")
