@@ -57,7 +57,6 @@ def _writable_dir(base: Path) -> Path | None:
         return None
 
 
-
 def kill_members(pids: set[int], members: Callable[[], set[int]]) -> None:
     """SIGKILL each of `pids` still a member once a pidfd holds it: a pid read from cgroup.procs
     may have ended, been reaped and been handed to another process by the time of the kill (a

@@ -1,5 +1,6 @@
 """Interview mode: the candidate's page (`/interview/TOKEN`), the interviewer's live page
-(`/interviewer/TOKEN`, fed by server-sent events), the report, and making one in the studio.
+(`/interviewer/TOKEN`, fed by server-sent events) and the report. Making one is the studio's
+(`app.web.studio.interviews`).
 
 Each link is its own credential: the candidate's token never opens an interviewer route (it is
 looked up only among candidate tokens), and a revoked candidate link answers 404. A candidate's
@@ -29,8 +30,6 @@ from app.web.deps import State
 from app.web.errors import AppError, NotFound
 from app.web.render import page
 from app.web.state import WebState
-from app.web.studio.auth import Instructor
-from app.web.studio.view import studio_page
 
 router = APIRouter(include_in_schema=False)
 
@@ -361,45 +360,3 @@ async def report_page(token: str, request: Request, state: State) -> Response:
 @router.get("/interviewer/{token}/report.json")
 async def report_json(token: str, state: State) -> Response:
     return JSONResponse(_report(state, _host(state, token)))
-
-
-# ---- making one, in the studio ----------------------------------------------------------------
-
-
-@router.get("/studio/interviews/new")
-async def new_form(request: Request, state: State, who: Instructor) -> Response:
-    rows = [
-        {"id": q.id, "title": title_of(q), "kind": q.question.kind} for q in state.bank.questions
-    ]
-    return await studio_page(state, request, "interview/new.html", who, rows=rows, error=None)
-
-
-@router.post("/studio/interviews")
-async def create(
-    request: Request, state: State, who: Instructor,
-    questions: Annotated[list[str], Form()] = [],  # noqa: B006
-    minutes: Annotated[str, Form(max_length=4)] = "",
-    adhoc: Annotated[str, Form(max_length=60_000)] = "",
-) -> Response:  # fmt: skip
-    unknown = [q for q in questions if state.bank.question(q) is None]
-    limit = int(minutes) if minutes.strip().isdigit() else None
-    try:
-        if unknown:
-            raise ValueError(f"there is no question {unknown[0]!r}")
-        entries_: list[str | dict[str, Any]] = list(questions)
-        for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
-            run = await state.run_queue.run(code, owners=state.owners(request))
-            if run.status != "ok":
-                why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
-                raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
-            entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
-        made = model.create(state.store, entries_, by=who, minutes=limit)
-    except ValueError as exc:
-        rows = [
-            {"id": q.id, "title": title_of(q), "kind": q.question.kind}
-            for q in state.bank.questions
-        ]
-        return await studio_page(
-            state, request, "interview/new.html", who, 400, rows=rows, error=str(exc)
-        )
-    return RedirectResponse(f"/interviewer/{made.host_token}", status_code=303)

@@ -1,0 +1,56 @@
+"""Making an interview in the studio: the form (bank questions to pick, ad-hoc snippets, a time
+limit) and creating it, which runs each ad-hoc snippet once for its answer. The interview itself
+is `app.web.interview`'s."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from app.interview import model, snippets
+from app.public_question import title_of
+from app.web.deps import State
+from app.web.state import WebState
+from app.web.studio.auth import Instructor
+from app.web.studio.view import studio_page
+
+router = APIRouter(include_in_schema=False)
+
+
+def _question_rows(state: WebState) -> list[dict[str, str]]:
+    """The bank's questions as the form lists them."""
+    return [{"id": q.id, "title": title_of(q), "kind": q.question.kind} for q in state.bank.questions]
+
+
+@router.get("/studio/interviews/new")
+async def new_form(request: Request, state: State, who: Instructor) -> Response:
+    return await studio_page(state, request, "interview/new.html", who, rows=_question_rows(state), error=None)
+
+
+@router.post("/studio/interviews")
+async def create(
+    request: Request, state: State, who: Instructor,
+    questions: Annotated[list[str], Form()] = [],  # noqa: B006
+    minutes: Annotated[str, Form(max_length=4)] = "",
+    adhoc: Annotated[str, Form(max_length=60_000)] = "",
+) -> Response:  # fmt: skip
+    unknown = [q for q in questions if state.bank.question(q) is None]
+    limit = int(minutes) if minutes.strip().isdigit() else None
+    try:
+        if unknown:
+            raise ValueError(f"there is no question {unknown[0]!r}")
+        entries_: list[str | dict[str, Any]] = list(questions)
+        for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
+            run = await state.run_queue.run(code, owners=state.owners(request))
+            if run.status != "ok":
+                why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
+                raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
+            entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
+        made = model.create(state.store, entries_, by=who, minutes=limit)
+    except ValueError as exc:
+        return await studio_page(
+            state, request, "interview/new.html", who, 400, rows=_question_rows(state), error=str(exc)
+        )
+    return RedirectResponse(f"/interviewer/{made.host_token}", status_code=303)
