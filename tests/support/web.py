@@ -21,10 +21,12 @@ import httpx
 import yaml
 from fastapi import FastAPI
 
+from app import instructors
 from app.bank.load import load_bank
 from app.settings import Settings
 from app.verify.record import Record, question_hash, record_name
 from app.web.factory import create_app
+from app.web.studio.auth import COOKIE as STUDIO_COOKIE
 from sandbox import Sandbox
 
 BANK = {
@@ -163,6 +165,21 @@ def form_in_page(page: str, question_id: str, *identities: int) -> list[str]:
     plain = {re.sub(r"<[^>]+>", "", html.unescape(text)).strip(): value for value, text in inputs}
     texts = _choice_texts(question_id)
     return [plain[texts[i].replace("`", "").strip()] for i in identities]
+
+
+async def studio_session(client: httpx.AsyncClient, name: str) -> str:
+    """Signs instructor `name` in with a fresh one-time link; returns the studio cookie's value,
+    with the client's jar cleared (a request then says which session it is: `as_instructor`)."""
+    store = client.app.state.web.store  # type: ignore[attr-defined]
+    signed = await client.post(f"/studio/sign-in/{instructors.new_link(store, name)}")
+    assert signed.status_code == 303, signed.text
+    client.cookies.clear()
+    return signed.cookies[STUDIO_COOKIE]
+
+
+def as_instructor(cookie: str) -> dict[str, str]:
+    """The header that sends a studio session's cookie, alone."""
+    return {"cookie": f"{STUDIO_COOKIE}={cookie}"}
 
 
 def write_bank(folder: Path) -> Path:

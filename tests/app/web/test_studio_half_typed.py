@@ -8,8 +8,7 @@ import json
 import pytest
 
 from app import instructors
-from app.web.studio.auth import COOKIE
-from tests.support.web import Web
+from tests.support.web import Web, as_instructor, studio_session
 
 pytestmark = pytest.mark.anyio
 
@@ -30,11 +29,8 @@ TEXTS = {
 async def test_studio_calls_on_half_typed_text_answer_in_words(web: Web, what: str) -> None:
     text = TEXTS[what]
     async with web.client() as c:
-        store = c.app.state.web.store  # type: ignore[attr-defined]
-        instructors.add(store, "ada")
-        signed = await c.post(f"/studio/sign-in/{instructors.new_link(store, 'ada')}")
-        c.cookies.clear()
-        who = {"cookie": f"{COOKIE}={signed.cookies[COOKIE]}", "content-type": "application/json"}
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
         calls = {
             "/studio/api/check": {"name": "x.yaml", "text": text},
             "/studio/api/use-output": {"name": "x.yaml", "text": text, "question_id": "q", "output": "1"},

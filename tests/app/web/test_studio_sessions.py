@@ -8,38 +8,23 @@ import httpx
 import pytest
 
 from app import instructors
-from app.web.studio.auth import COOKIE
-from tests.support.web import Web
+from tests.support.web import Web, as_instructor, studio_session
 
 pytestmark = pytest.mark.anyio
 
 
-async def _signed_in(client: httpx.AsyncClient, name: str) -> str:
-    """Signs `name` in with a fresh link; returns the session cookie's value."""
-    store = client.app.state.web.store  # type: ignore[attr-defined]
-    token = instructors.new_link(store, name)
-    signed = await client.post(f"/studio/sign-in/{token}")
-    assert signed.status_code == 303
-    client.cookies.clear()  # each request below says which session it is
-    return signed.cookies[COOKIE]
-
-
-def _as(cookie: str) -> dict[str, str]:
-    return {"cookie": f"{COOKIE}={cookie}"}
-
-
 async def _studio_with(client: httpx.AsyncClient, cookie: str) -> int:
     client.cookies.clear()
-    return (await client.get("/studio", headers=_as(cookie))).status_code
+    return (await client.get("/studio", headers=as_instructor(cookie))).status_code
 
 
 async def test_signing_out_ends_the_session_for_every_copy_of_its_cookie(web: Web) -> None:
     async with web.client() as client:
         instructors.add(client.app.state.web.store, "ada")  # type: ignore[attr-defined]
-        cookie = await _signed_in(client, "ada")
+        cookie = await studio_session(client, "ada")
         assert await _studio_with(client, cookie) == 200
-        other = await _signed_in(client, "ada")  # a second browser
-        assert (await client.post("/studio/sign-out", headers=_as(other))).status_code == 303
+        other = await studio_session(client, "ada")  # a second browser
+        assert (await client.post("/studio/sign-out", headers=as_instructor(other))).status_code == 303
         assert await _studio_with(client, other) == 403  # the session signed out just now
         assert await _studio_with(client, cookie) == 200  # the other browser's is its own
 
@@ -48,7 +33,7 @@ async def test_a_removed_instructor_loses_the_studio_and_adding_the_name_again_d
     async with web.client() as client:
         store = client.app.state.web.store  # type: ignore[attr-defined]
         instructors.add(store, "bob")
-        cookie = await _signed_in(client, "bob")
+        cookie = await studio_session(client, "bob")
         instructors.new_link(store, "bob")  # and a link never used
         assert await _studio_with(client, cookie) == 200
         assert instructors.remove(store, "bob") is True  # with links of theirs stored
