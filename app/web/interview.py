@@ -146,7 +146,9 @@ async def _candidate_page(
             code=extra.pop("code", None) or q.code or "",
         )  # fmt: skip
     deadline = done.deadline(interview)
-    context.update(deadline=deadline.isoformat() if deadline else None, **extra)
+    # Past it the server refuses predictions, runs and more time: the page offers none of them.
+    time_up = TimeIsUp.message if _time_is_up(state, interview, done) else None
+    context.update(deadline=deadline.isoformat() if deadline else None, time_up=time_up, **extra)
     return await page(
         state, request, "interview/candidate.html", status_code=status_code, **context
     )

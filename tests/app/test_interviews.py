@@ -320,6 +320,8 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
         assert said.status_code == 303
         assert (await client.post(cand + "/next")).status_code == 303
         web.clock.advance(seconds=30)  # past it
+        page = (await client.get(cand)).text  # says so, and offers nothing the server would refuse
+        assert "data-time-up" in page and "/predict" not in page and "/extend" not in page
         late = await client.post(cand + "/predict", data={"choice": "0", "confidence": "50"})
         assert late.status_code == 409 and "Time is up" in late.text
         ran = await client.post(cand + "/run/panel", data={"code": "print(1)"})
