@@ -123,6 +123,11 @@ async def _candidate_page(
         "count": len(done.questions),
     }
     current = done.current
+    if current is not None and done.started_at is None:
+        # Not started: a page that says what is coming, and a button that starts it. Opening the
+        # link never starts the clock: link previews and mail scanners open links too.
+        context.update(not_started=True, minutes=interview.minutes, **extra)
+        return await page(state, request, "interview/candidate.html", status_code=status_code, **context)
     if current is not None:
         if current.opened_at is None:
             await _record(
@@ -157,6 +162,16 @@ async def _candidate_page(
 @router.get("/interview/{token}")
 async def candidate_page(token: str, request: Request, state: State) -> Response:
     return await _candidate_page(request, state, token)
+
+
+@router.post("/interview/{token}/start")
+async def start(token: str, request: Request, state: State) -> Response:
+    """The candidate pressed Start: the first question opens, and the time limit starts."""
+    interview = _candidate(state, token)
+    done = progress(interview, _events(state, interview))
+    if done.current is not None and done.started_at is None:
+        await _record(request, state, interview, "opened", {"question": done.current.id, "index": done.position})
+    return RedirectResponse(f"/interview/{token}", status_code=303)
 
 
 @router.post("/interview/{token}/predict")
@@ -261,7 +276,8 @@ async def extend(token: str, request: Request, state: State) -> Response:
     """The accessibility option: half as much time again, once."""
     interview = _candidate(state, token)
     done = progress(interview, _events(state, interview))
-    if interview.minutes and not done.extra_s and not done.finished and not _time_is_up(state, interview, done):
+    started = done.started_at is not None
+    if interview.minutes and started and not done.extra_s and not done.finished and not _time_is_up(state, interview, done):
         await _record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
     return RedirectResponse(f"/interview/{token}", status_code=303)
 

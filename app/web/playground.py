@@ -40,8 +40,10 @@ async def playground(
         source = state.question(q)
         code = source.question.code or DEFAULT_SNIPPET
         device = "cuda" if source.question.requires == "cuda" else ""  # the question's device
-        # Running an unanswered predict-the-output question prints its answer: say so first.
-        reveals = source.question.kind == "predict_output" and state.status(learner, source) == "new"
+        # Running an unanswered question's own code gives its answer away (what a predict-the-output
+        # question prints is its answer; a multiple-choice one's code prints what its right choice
+        # says): say so first.
+        reveals = bool(source.question.code) and state.status(learner, source) == "new"
     return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,
         reveals=reveals, source_title=title_of(source) if source else "", device=device,

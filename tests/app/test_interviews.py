@@ -38,6 +38,7 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
     async with web.client() as client:
         made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=30)
         cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        assert (await client.post(cand + "/start")).status_code == 303
         first = await client.get(cand)
         assert (
             first.status_code == 200
@@ -109,6 +110,32 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         )
         html = (await client.get(host + "/report")).text
         assert "knows the list" in html and "Calibration" in html
+
+
+async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: Web) -> None:
+    """A link preview or a mail scanner fetches the link before the candidate does: that must not
+    open the first question or start the time limit."""
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=30)
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        for _ in range(2):
+            before = await client.get(cand)
+            assert before.status_code == 200 and "Start the interview" in before.text
+            assert "30 minutes" in before.text and "2 questions" in before.text
+            assert "data-deadline" not in before.text and "How sure are you?" not in before.text
+        await client.post(cand + "/extend")  # no time to add to before it starts
+        await client.post(cand + "/next")
+        replay = {"replay": "true"}
+        assert [e["kind"] for e in _events((await client.get(host + "/events", params=replay)).text)] == ["created"]
+
+        assert (await client.post(cand + "/start")).status_code == 303
+        assert (await client.post(cand + "/start")).status_code == 303  # twice (a double click): one start
+        after = await client.get(cand)
+        assert "How sure are you?" in after.text and "data-deadline" in after.text and "Question 1 of 2" in after.text
+        events = _events((await client.get(host + "/events", params=replay)).text)
+        assert [e["kind"] for e in events] == ["created", "opened"]
+        assert events[1]["data"]["question"] == "po-linear-dtype"
+        assert progress(made.interview, model.events(client.app.state.web.store, made.interview.id)).extra_s == 0  # type: ignore[attr-defined,arg-type]
 
 
 async def test_the_candidates_link_never_opens_the_interviewers_pages(web: Web) -> None:
@@ -291,6 +318,7 @@ async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: 
         assert made.status_code == 303
         host = made.headers["location"]
         link = re.search(r"/interview/[A-Za-z0-9_-]+", (await client.get(host)).text).group(0)
+        await client.post(link + "/start")
         for _ in range(3):  # the bank question first, then the two snippets
             page = (await client.get(link)).text
             if "Snippet 1" in page:
@@ -314,7 +342,7 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
     async with web.client() as client:
         made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=1)
         cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
-        assert (await client.get(cand)).status_code == 200  # opened: the clock starts
+        assert (await client.post(cand + "/start")).status_code == 303  # the clock starts
         web.clock.advance(seconds=70)  # inside the grace
         said = await client.post(cand + "/predict", data={"output": "torch.float32", "confidence": "50"})
         assert said.status_code == 303

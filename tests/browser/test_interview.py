@@ -49,6 +49,10 @@ def test_an_interviewer_watches_a_candidate_live(
     cand = cand_ctx.new_page()
     cand.on("pageerror", lambda exc: errors.append(str(exc)))
     cand.goto(candidate_url)
+    expect(cand.locator("[data-start]")).to_be_visible()  # opening the link starts nothing
+    cand.screenshot(path=str(shots / "interview-start.png"), full_page=True)
+    expect(po.locator("[data-state]")).to_have_text("not opened yet")
+    cand.get_by_role("button", name="Start the interview").click()
     expect(po.locator("[data-state]")).to_contain_text("opened at", timeout=LIVE_MS)
     expect(cand.locator("[data-time-left]")).to_contain_text(":")
     reload_until_open(cand, "How sure are you?")
@@ -153,8 +157,10 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Serv
         context.set_default_timeout(30_000)
         page = context.new_page()
         checked = {}
-        if scheme == "light":  # before and after the prediction; the dark pass sees it answered
+        if scheme == "light":  # before the start, before and after the prediction; the dark pass sees it answered
             page.goto(candidate_url)
+            assert overflow(page) <= 0 and axe_violations(page) == [], axe_violations(page)
+            page.get_by_role("button", name="Start the interview").click()
             reload_until_open(page, "How sure are you?")
             checked["candidate"] = candidate_url
             assert overflow(page) <= 0 and axe_violations(page) == [], axe_violations(page)

@@ -117,6 +117,11 @@ async def test_playground_runs_without_javascript(web: Web) -> None:
         assert '<textarea name="code"' in page and "torch.autocast" in page
         prefilled = (await c.get("/run?q=mc-half-dtype")).text
         assert "print(torch.ones(2).half().dtype)" in prefilled
+        # running an unanswered question's code gives its answer away, whatever its kind: said first
+        for question in ("mc-half-dtype", "po-linear-dtype"):
+            assert "gives away the answer" in text_of((await c.get(f"/run?q={question}")).text), question
+        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
+        assert "gives away the answer" not in text_of((await c.get("/run?q=mc-half-dtype")).text)
         ran = await c.post("/run", data={"code": "print('hello from the sandbox')"})
         assert ran.status_code == 200 and "hello from the sandbox" in text_of(ran.text)
         panel = await c.post(
