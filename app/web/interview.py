@@ -263,7 +263,10 @@ async def run_panel(
 async def next_question(token: str, request: Request, state: State) -> Response:
     interview = _candidate(state, token)
     done = progress(interview, _events(state, interview))
-    if done.current is not None and done.current.prediction is not None:
+    if done.current is not None and done.started_at is not None and _time_is_up(state, interview, done):
+        # Nothing more can count: the candidate ends it, and the interviewer's log says so.
+        await _record(request, state, interview, "finished", {"question": done.current.id, "time_up": True})
+    elif done.current is not None and done.current.prediction is not None:
         last = done.position + 1 >= len(done.questions)
         await _record(
             request, state, interview, "finished" if last else "next", {"question": done.current.id}

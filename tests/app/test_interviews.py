@@ -358,3 +358,10 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
         stream = await client.get(host + "/events", params={"replay": "true"})
         kinds = [e["kind"] for e in _events(stream.text)]
         assert kinds.count("predicted") == 1 and "run" not in kinds and "extended" not in kinds, kinds
+        # the page offers to finish, unpredicted as the question is, and the log then says so
+        assert 'action="/interview/' in page and "Finish the interview" in page
+        assert (await client.post(cand + "/next")).status_code == 303
+        assert "data-interview-over" in (await client.get(cand)).text
+        stream = await client.get(host + "/events", params={"replay": "true"})
+        assert [e["kind"] for e in _events(stream.text)][-1] == "finished"
+        assert (await client.get(host + "/report.json")).json()["finished"] is True
