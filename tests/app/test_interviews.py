@@ -132,6 +132,7 @@ async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: 
         assert (await client.post(cand + "/start")).status_code == 303  # twice (a double click): one start
         after = await client.get(cand)
         assert "How sure are you?" in after.text and "data-deadline" in after.text and "Question 1 of 2" in after.text
+        assert 'href="/run"' not in after.text and 'href="/progress"' not in after.text  # nothing leads off the interview
         events = _events((await client.get(host + "/events", params=replay)).text)
         assert [e["kind"] for e in events] == ["created", "opened"]
         assert events[1]["data"]["question"] == "po-linear-dtype"
