@@ -75,11 +75,27 @@ def _load(text: str) -> tuple[Any, list[Any]]:
 
 
 def set_answer(text: str, question_id: str, output: str) -> str:
-    """The set's YAML with `question_id`'s answer replaced by `output` (what its code printed)."""
+    """The set's YAML with `question_id`'s key set to `output` (what its code printed): a
+    predict-the-output question's `answer`; for a multiple-choice one, what its right choice says
+    the run prints (its `outcome`'s `stdout`; `expect`'s where the question has its own). KeyError
+    when there is no such question; ValueError when a multiple-choice one has not exactly one right
+    choice and no expect block (which choice would it be?)."""
     data, questions = _load(text)
     for q in questions:
         if q.get("id") == question_id:
-            q["answer"] = _block(output.rstrip("\n")) if output.strip() else ""
+            printed = _block(output.rstrip("\n")) if output.strip() else ""
+            if q.get("kind") != "multiple_choice":
+                q["answer"] = printed
+                return _dump(data)
+            right = [c for c in q.get("choices") or [] if isinstance(c, dict) and c.get("correct") is True]
+            if isinstance(q.get("expect"), dict):
+                q["expect"]["stdout"] = printed
+            elif len(right) == 1:
+                if not isinstance(right[0].get("outcome"), dict):
+                    right[0]["outcome"] = {}
+                right[0]["outcome"]["stdout"] = printed
+            else:
+                raise ValueError(f"{question_id}: mark the one right choice (correct: true) first; its outcome takes the output")
             return _dump(data)
     raise KeyError(question_id)
 

@@ -26,12 +26,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Choice(Strict):
-    text: NonEmpty = Field(description="Markdown shown as the choice.")
-    correct: bool = Field(description="Whether picking this choice is right.")
-    why: NonEmpty = Field(description="Feedback shown when a learner picks this choice.")
-
-
 class Expect(Strict):
     """What running a multiple-choice question's code must show, so its key is checked by execution."""
 
@@ -57,6 +51,21 @@ class Expect(Strict):
         if self.warning_message and not self.warns:
             raise ValueError("expect.warning_message needs expect.warns (the warning category)")
         return self
+
+
+class Choice(Strict):
+    text: NonEmpty = Field(description="Markdown shown as the choice.")
+    correct: bool = Field(description="Whether picking this choice is right.")
+    why: NonEmpty = Field(description="Feedback shown when a learner picks this choice.")
+    outcome: Expect | None = Field(
+        None,
+        description="What this choice says running the code does (the fields of expect). Required on "
+        "every right choice of a question with code; optional on a wrong one. Checked by running: a "
+        "right choice's outcome must hold, a wrong choice's must not.",
+    )
+    device_outcome: dict[Device, Expect] = Field(
+        default_factory=dict, description="Per-device override of outcome, where the run differs by device."
+    )
 
 
 class QuestionBase(Strict):
@@ -105,19 +114,38 @@ class MultipleChoiceQuestion(QuestionBase):
         description="Show the choices in an order of each learner's own (stable per learner and "
         "question). Set false where choices refer to each other (\"both of the above\").",
     )
-    expect: Expect | None = Field(None, description="Required when there is code.")
+    expect: Expect | None = Field(
+        None,
+        description="What the run must show as a whole. Optional where one choice is right: its outcome "
+        "is then the expectation. Needed where several are.",
+    )
     device_expect: dict[Device, Expect] = Field(
         default_factory=dict, description="Per-device override of expect, where output differs by device."
     )
 
     @model_validator(mode="after")
     def _checks(self) -> MultipleChoiceQuestion:
-        if not any(c.correct for c in self.choices):
+        right = [c for c in self.choices if c.correct]
+        if not right:
             raise ValueError("a multiple-choice question needs at least one choice with correct: true")
-        if self.code and self.expect is None:
-            raise ValueError("a multiple-choice question with code needs an expect block")
-        if self.expect is not None and not self.code:
-            raise ValueError("expect without code: there is nothing to run")
+        if not self.code:
+            if self.expect is not None:
+                raise ValueError("expect without code: there is nothing to run")
+            if any(c.outcome is not None or c.device_outcome for c in self.choices):
+                raise ValueError("a choice's outcome without code: there is nothing to run")
+            return self
+        # Which choice is right is what a learner is graded on, so running the code must decide it:
+        # a right choice says what the run does, and the run is checked against it.
+        for number, choice in enumerate(self.choices, 1):
+            if choice.correct and choice.outcome is None:
+                raise ValueError(
+                    f"choice {number} is marked correct but has no outcome: say what running the code does "
+                    "when it is right (outcome: stdout, stdout_contains, raises, warns), so that running it checks the key"
+                )
+        if self.expect is None:
+            if len(right) > 1:
+                raise ValueError("with several right choices, expect says what the whole run shows")
+            self.expect, self.device_expect = right[0].outcome, dict(right[0].device_outcome)
         return self
 
 

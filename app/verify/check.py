@@ -97,11 +97,41 @@ def check_expect(expect: Expect, run: RunResult) -> tuple[list[str], str]:
     return problems, diff
 
 
-def check(loaded: LoadedQuestion, run: RunResult, device: str) -> KeyCheck:
+def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, expected: Expect) -> list[str]:
+    """Which choices are marked right, checked against the run: a right choice's outcome must hold
+    and a wrong choice's must not. (A right choice whose outcome is the expectation itself was
+    checked just before.)"""
+    problems = []
+    for number, choice in enumerate(q.choices, 1):
+        claim = choice.device_outcome.get(device, choice.outcome)
+        if claim is None or (choice.correct and claim is expected):
+            continue
+        unmet, _ = check_expect(claim, run)
+        if choice.correct and unmet:
+            problems.append(f"choice {number} is marked correct, but on {device} the run does not do what its outcome says: {unmet[0]}")
+        elif not choice.correct and not unmet:
+            problems.append(f"choice {number} is marked wrong, but on {device} the run does what its outcome says")
+    return problems
+
+
+def _what_it_did(run: RunResult) -> tuple[str, str, str]:
+    return run.status, normalise_output(run.stdout), run.exception.type if run.exception else ""
+
+
+def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult | None = None) -> KeyCheck:
+    """What `run` says of the question's key; with `again` (a second run of the same code), also
+    whether the code does the same thing each time: a key proved by one lucky run of code that
+    prints a random value would grade learners on chance."""
     q = loaded.question
     out = KeyCheck(loaded.id, loaded.set_id, "pass", device=device, stdout=run.stdout)
-    if run.status == "unavailable":
-        out.result, out.reason = "skip", run.message
+    if run.status == "unavailable" or (again is not None and again.status == "unavailable"):
+        out.result, out.reason = "skip", run.message or (again.message if again else "")
+        return out
+    if again is not None and _what_it_did(again) != _what_it_did(run):
+        out.result = "fail"
+        out.reason = ("the code does not do the same thing each time it runs, so no key can be proved by running it: "
+                      "seed the random generators, and print nothing that depends on timing or memory addresses")  # fmt: skip
+        out.diff = _diff(normalise_output(run.stdout), normalise_output(again.stdout), "output").replace("actual output", "output of a second run").replace("expected output", "output of a first run")
         return out
     if isinstance(q, PredictOutputQuestion):
         expected = normalise_output(q.device_answers.get(device, q.answer))
@@ -114,9 +144,11 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str) -> KeyCheck:
             out.diff = _diff(expected, actual, "output")
     else:
         assert isinstance(q, MultipleChoiceQuestion) and q.expect is not None
-        problems, out.diff = check_expect(q.device_expect.get(device, q.expect), run)
+        expected = q.device_expect.get(device, q.expect)
+        problems, out.diff = check_expect(expected, run)
         if problems:
             problems[0] = f"on {device}: {problems[0]}"
+        problems += _choice_problems(q, run, device, expected)
     if problems:
         out.result = "fail"
         out.reason = "; ".join(problems)
@@ -141,7 +173,8 @@ def verify_questions(
         else:
             assert loaded.question.code is not None
             run = sandbox.run(loaded.question.code, VERIFY_LIMITS)
-            outcome = check(loaded, run, device)
+            again = sandbox.run(loaded.question.code, VERIFY_LIMITS) if run.status != "unavailable" else None
+            outcome = check(loaded, run, device, again)
             if outcome.result == "fail":  # explain only what failed: the passing path stays fast
                 explained = sandbox.run(loaded.question.code, VERIFY_LIMITS, explain=True)
                 outcome.summary = list((explained.explanation or {}).get("summary", []))

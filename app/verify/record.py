@@ -37,6 +37,8 @@ def question_hash(question: AnyQuestion) -> str:
     for later in ("device", "tolerance"):
         if data.get(later) is None:
             data.pop(later, None)
+    if question.kind == "multiple_choice":  # which choice is right, and what each says the run does
+        data["choices"] = [c.model_dump(mode="json", include={"correct", "outcome", "device_outcome"}) for c in question.choices]
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

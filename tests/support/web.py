@@ -68,11 +68,11 @@ questions:
       - text: "`torch.float16`"
         correct: true
         why: WHY-B-RIGHT half means float16.
+        outcome:
+          stdout: torch.float16
       - text: "`torch.bfloat16`"
         correct: false
         why: WHY-C-WRONG bfloat16 is another format.
-    expect:
-      stdout: torch.float16
     explanation: EXPLANATION-MC half is float16.
     source: tests
   - id: mc-sixteen-bit

@@ -131,6 +131,8 @@ async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annota
         return {"text": edit.set_answer(text, question_id, output)}
     except KeyError:
         raise NotFound(f"The file has no question {question_id!r}.") from None
+    except ValueError as exc:
+        raise AppError(str(exc)) from None
 
 
 @router.post("/api/add-question")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cli import BANK, ampquiz, pick_question
+from tests.support.cli import BANK, ampquiz, expectation, pick_question
 
 
 def _edit_copy(tmp_path: Path, edit) -> Path:
@@ -25,25 +25,33 @@ def _edit_copy(tmp_path: Path, edit) -> Path:
 
 
 
+FLIPPED = "cpu-autocast-which-ops-float32"
+"""A question with two right choices, each saying what the run prints of its op."""
+
+
 @pytest.fixture(scope="module")
 def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str, dict[str, str]]:
     wrong_answer = pick_question("predict_output")
     wrong_expect = pick_question("multiple_choice", expect_key="raises")
-    raises = next(
+    raises, random = [
         q["id"] for p in sorted(BANK.glob("*.yaml")) for q in yaml.safe_load(p.read_text())["questions"]
         if q["kind"] == "predict_output" and q.get("requires", "any") != "cuda" and q["id"] != wrong_answer
-    )
+    ][:2]
 
     def edit(q: dict) -> None:
         if q["id"] == wrong_answer:
             q["answer"] = "torch.float64"
         elif q["id"] == wrong_expect:
-            q["expect"]["raises"] = "KeyError"
+            expectation(q)["raises"] = "KeyError"
         elif q["id"] == raises:
             q["code"] = q["code"] + "\nraise ValueError('boom from the snippet')\n"
+        elif q["id"] == random:  # one lucky run would have proved it
+            q["code"], q["answer"] = "import random\nprint(random.random() < 2)\nprint(random.random())\n", "True"
+        elif q["id"] == FLIPPED:  # the softmax choice marked right, the cross_entropy one wrong
+            q["choices"][0]["correct"], q["choices"][1]["correct"] = False, True
 
     copy = _edit_copy(tmp_path_factory.mktemp("verify"), edit)
-    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises}
+    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises, "random": random, "flipped": FLIPPED}
     out = ampquiz("verify", str(copy), "--json")
     text = ampquiz("verify", str(copy), "--only", *ids.values())
     return out.returncode, json.loads(out.stdout), text.stdout, ids
@@ -72,7 +80,43 @@ def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) ->
     assert bad["result"] == "fail"
     assert "ValueError: boom from the snippet" in bad["exception"]
     assert bad["summary"], "a failure carries the explanation summary of the run"
-    assert "2 failed" not in text and "3 failed" in text
+    assert "5 failed" in text
+
+
+def test_code_that_prints_something_else_each_run_proves_nothing(broken_report) -> None:
+    _, report, _, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["random"])
+    assert bad["result"] == "fail" and "does not do the same thing each time it runs" in bad["reason"]
+
+
+def test_a_choice_marked_right_or_wrong_against_the_run_fails(broken_report) -> None:
+    """Which choice is right is checked by running: a right choice's outcome must hold, and a wrong
+    choice's must not."""
+    _, report, _, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["flipped"])
+    assert bad["result"] == "fail", bad
+    assert "choice 1 is marked wrong, but on cpu the run does what its outcome says" in bad["reason"]
+    assert "choice 2 is marked correct, but on cpu the run does not do what its outcome says" in bad["reason"]
+    assert "softmax torch.float32" in bad["reason"]
+
+
+def test_a_right_choice_that_says_nothing_the_run_can_check_is_refused(tmp_path: Path) -> None:
+    """Flipping `correct:` onto another choice of a question with code: that choice says nothing
+    the run could check, so the file does not load (and the choice left marked wrong would fail
+    `verify` too, its outcome being what the run does)."""
+    qid = pick_question("multiple_choice", expect_key="stdout")
+
+    def flip(q: dict) -> None:
+        if q["id"] == qid:
+            right = next(i for i, c in enumerate(q["choices"]) if c["correct"])
+            q["choices"][right]["correct"] = False
+            q["choices"][(right + 1) % len(q["choices"])]["correct"] = True
+
+    copy = _edit_copy(tmp_path, flip)
+    out = ampquiz("lint", str(copy))
+    assert out.returncode == 1, out.stdout
+    assert "is marked correct but has no outcome" in out.stdout + out.stderr
+    assert ".yaml:" in out.stdout + out.stderr  # where: file:line
 
 
 def test_record_is_written_and_goes_stale_when_the_question_changes(tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ ANSWER_TOL = "tensor([0.3333])"
 ACCEPT_TOL = "tensor([0.33333])"
 CUDA_TOL = "tensor([0.3333], device='cuda:0')"
 
+RIGHT_OUTCOME = "        outcome: {stdout_contains: ['1']}\n"
+"""What a right choice of the first question says its run prints."""
+
 BANK_A = f"""title: {json.dumps(SET_A_TITLE)}
 description: "Tricky text: {{ }} = ~ # : <script>x</script>"
 questions:
@@ -67,7 +70,7 @@ questions:
 {"".join(f'''      - text: {json.dumps(t)}
         correct: {str(c).lower()}
         why: {json.dumps(w)}
-''' for t, w, c in CHOICES_A)}    expect:
+''' + (RIGHT_OUTCOME if c else "") for t, w, c in CHOICES_A)}    expect:
       stdout_contains: ["1"]
     explanation: "Because `{{braces}}` = dict: see ~here~ #1."
     source: tests

@@ -84,8 +84,8 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
         assert "proved by running that change" in c["why"] and "The code as written prints `0.8 65536.0`" in c["why"]
     # pasted under the question, the bank still loads
     pasted = QUESTION.replace("    answer: 0.8 65536.0\n", "").replace("kind: predict_output", "kind: multiple_choice")
-    pasted = pasted.replace("    explanation: One step.\n", "    expect: {stdout: 0.8 65536.0}\n    choices:\n"
-                            "      - {text: prints 0.8 65536.0, correct: true, why: it steps once}\n"
+    pasted = pasted.replace("    explanation: One step.\n", "    choices:\n"
+                            "      - {text: prints 0.8 65536.0, correct: true, why: it steps once, outcome: {stdout: 0.8 65536.0}}\n"
                             + done.stdout + "    explanation: One step.\n")  # fmt: skip
     (bank / "scaler.yaml").write_text(pasted)
     assert ampquiz("lint", str(bank)).returncode == 0
