@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,39 @@ def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
     return list(dict.fromkeys(normalise_output(t) for t in texts))
 
 
+_DTYPE_NAME = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d*|long|short|bool|complex\d*|cfloat|cdouble)(?!\w)")
+_SAME_DTYPE = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
+               "short": "int16", "cfloat": "complex64", "cdouble": "complex128"}  # fmt: skip
+_WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|inf|nan)(?!\w)")
+
+
+def spelled_otherwise(spelling: str, printed: str) -> str | None:
+    """Why an accepted spelling of an output does not say what `printed` says, or None when it
+    does: the same numbers (to the digits the spelling gives), the same dtypes (`half` is
+    float16), the same True/False/None/inf/nan, in the same order. An author's `accept` list is
+    checked so against the run: `[torch.float16, torch.float32]` for code that prints float32
+    graded float16 right."""
+    for what, found in (("dtypes", lambda t: [_SAME_DTYPE.get(m, m) for m in _DTYPE_NAME.findall(t)]),
+                        ("words", lambda t: [w.lower() for w in _WORDS.findall(t)])):  # fmt: skip
+        if found(spelling) != found(printed):
+            return f"names {', '.join(found(spelling)) or 'no ' + what} where the code prints {', '.join(found(printed)) or 'none'}"
+    said, real = NUMBER.findall(spelling), NUMBER.findall(printed)
+    if len(said) != len(real) or any(not _same_number(a, b) for a, b in zip(said, real)):
+        return f"has the numbers {', '.join(said) or 'none'} where the code prints {', '.join(real) or 'none'}"
+    return None
+
+
+def _same_number(written: str, printed: str) -> bool:
+    """`0.33` says 0.3333 (rounded to the digits written); `0.34` does not."""
+    digits = len(written.split(".")[1].split("e")[0].split("E")[0]) if "." in written else 0
+    return math.isclose(float(written), float(printed), abs_tol=0.5 * 10 ** (-digits) * (10 ** _exponent(written)) + 1e-12)
+
+
+def _exponent(number: str) -> int:
+    lowered = number.lower()
+    return int(lowered.split("e")[1]) if "e" in lowered else 0
+
+
 def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> bool:
     """Same text around the numbers (white space aside), and each number close enough."""
     got, want = NUMBER.findall(submitted), NUMBER.findall(expected)
@@ -55,8 +89,13 @@ def describe_tolerance(tolerance: Tolerance | None) -> str:
     return " or ".join(parts)
 
 
+TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+"""What a phone's keyboard types for plain quotes and spaces: Python never prints these for them,
+so a learner's `<class ‘torch.Tensor’>` means `<class 'torch.Tensor'>`."""
+
+
 def grade_output(question: PredictOutputQuestion, submitted: str) -> bool:
-    said = normalise_output(submitted)
+    said = normalise_output(submitted.translate(TYPOGRAPHIC))
     accepted = accepted_outputs(question)
     if said in accepted:
         return True

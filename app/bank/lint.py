@@ -11,8 +11,9 @@ from typing import Protocol
 from app.bank.problem import Problem
 from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
 
-NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-"""A printed number: 65504.0, -1e-05, 3.3895313892515355e+38, .5"""
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w)")
+"""A printed number: 65504.0, -1e-05, 3.3895313892515355e+38, .5; not the digits inside a name
+(`float16`, `layer1`): with a loose tolerance, `float32` counted as `float16`."""
 
 
 def underivable(number: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.bank.load import AnyQuestion, LoadedQuestion
 from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion
-from app.grading import normalise_output
+from app.grading import normalise_output, spelled_otherwise
 from sandbox import Limits, RunResult, Sandbox
 
 VERIFY_LIMITS = Limits(wall_s=60, cpu_s=60)
@@ -142,6 +142,8 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
         if actual != expected and actual not in [normalise_output(a) for a in q.accept]:
             problems.append(f"printed output differs from the answer on {device}")
             out.diff = _diff(expected, actual, "output")
+        elif run.status == "ok":
+            problems += [f"accept: {spelling!r} {why}" for spelling in q.accept if (why := spelled_otherwise(spelling, actual))]
     else:
         assert isinstance(q, MultipleChoiceQuestion) and q.expect is not None
         expected = q.device_expect.get(device, q.expect)

@@ -8,7 +8,15 @@ import pytest
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion
-from app.grading import AnswerError, choice_order, grade, normalise_output, picked_at, regrade
+from app.grading import (
+    AnswerError,
+    choice_order,
+    grade,
+    normalise_output,
+    picked_at,
+    regrade,
+    spelled_otherwise,
+)
 from app.store import Attempt
 
 COMMON = {"topic": "t", "difficulty": 1, "prompt": "p", "explanation": "E", "source": "s"}
@@ -84,6 +92,31 @@ def test_numbers_within_the_tolerance_count_and_the_text_around_them_must_match(
     assert not grade(loaded, output="array([9.2e-06, 1.22e-05])").correct  # other text
     assert not grade(loaded, output="tensor([9.2e-06])").correct  # a number missing
     assert not grade(predict(answer="1.5"), output="1.50001").correct  # no tolerance: exact
+
+
+def test_digits_inside_a_name_are_not_numbers_to_compare() -> None:
+    """With a loose tolerance, `float32` counted as `float16` (32 is within 50 % of 16)."""
+    loose = predict(answer="tensor(9., dtype=torch.float16)", tolerance={"rel": 0.9})
+    assert grade(loose, output="tensor(9.5, dtype=torch.float16)").correct
+    assert not grade(loose, output="tensor(9., dtype=torch.float32)").correct
+    assert not grade(predict(answer="layer1 1.0", tolerance={"rel": 0.9}), output="layer2 1.0").correct
+
+
+@pytest.mark.parametrize(("spelling", "printed", "same"), [
+    ("float32", "torch.float32", True), ("torch.half", "torch.float16", True), ("true", "True", True),
+    ("0.33", "tensor(0.3333)", True), ("1e-05", "1.0000e-05", True), ("inf", "tensor(inf)", True),
+    ("torch.float16", "torch.float32", False), ("0.34", "tensor(0.3333)", False), ("False", "True", False),
+    ("tensor(1.)", "tensor(1.) tensor(2.)", False),
+])  # fmt: skip
+def test_an_accepted_spelling_must_say_what_the_code_prints(spelling: str, printed: str, same: bool) -> None:
+    assert (spelled_otherwise(spelling, printed) is None) == same
+
+
+def test_a_phones_curly_quotes_mean_plain_ones() -> None:
+    """Phone keyboards type ‘ ’ “ ” for quotes: Python prints none of them for a repr."""
+    loaded = predict(answer="<class 'torch.Tensor'> \"x\"")
+    assert grade(loaded, output="<class \u2018torch.Tensor\u2019> \u201cx\u201d").correct
+    assert not grade(loaded, output="<class `torch.Tensor`> \"x\"").correct
 
 
 def test_a_per_device_answer_counts_only_on_the_device_the_question_asks_about() -> None:

@@ -33,10 +33,10 @@ FLIPPED = "cpu-autocast-which-ops-float32"
 def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str, dict[str, str]]:
     wrong_answer = pick_question("predict_output")
     wrong_expect = pick_question("multiple_choice", expect_key="raises")
-    raises, random = [
+    raises, random, accepts = [
         q["id"] for p in sorted(BANK.glob("*.yaml")) for q in yaml.safe_load(p.read_text())["questions"]
         if q["kind"] == "predict_output" and q.get("requires", "any") != "cuda" and q["id"] != wrong_answer
-    ][:2]
+    ][:3]
 
     def edit(q: dict) -> None:
         if q["id"] == wrong_answer:
@@ -47,11 +47,14 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, 
             q["code"] = q["code"] + "\nraise ValueError('boom from the snippet')\n"
         elif q["id"] == random:  # one lucky run would have proved it
             q["code"], q["answer"] = "import random\nprint(random.random() < 2)\nprint(random.random())\n", "True"
+        elif q["id"] == accepts:  # a spelling that counts as right, saying another dtype and another number
+            q["accept"] = [q["answer"].replace("float32", "float64").replace("bfloat16", "float16") + " 7"]
         elif q["id"] == FLIPPED:  # the softmax choice marked right, the cross_entropy one wrong
             q["choices"][0]["correct"], q["choices"][1]["correct"] = False, True
 
     copy = _edit_copy(tmp_path_factory.mktemp("verify"), edit)
-    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises, "random": random, "flipped": FLIPPED}
+    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises, "random": random, "flipped": FLIPPED,
+           "accepts": accepts}
     out = ampquiz("verify", str(copy), "--json")
     text = ampquiz("verify", str(copy), "--only", *ids.values())
     return out.returncode, json.loads(out.stdout), text.stdout, ids
@@ -80,7 +83,13 @@ def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) ->
     assert bad["result"] == "fail"
     assert "ValueError: boom from the snippet" in bad["exception"]
     assert bad["summary"], "a failure carries the explanation summary of the run"
-    assert "5 failed" in text
+    assert "6 failed" in text
+
+
+def test_an_accepted_spelling_that_says_something_else_fails(broken_report) -> None:
+    _, report, _, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["accepts"])
+    assert bad["result"] == "fail" and bad["reason"].startswith("accept: "), bad
 
 
 def test_code_that_prints_something_else_each_run_proves_nothing(broken_report) -> None:
