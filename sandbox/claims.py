@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.ending import CLAIMABLE
-from sandbox.result import ExceptionInfo, WarningInfo
+from sandbox.execute import HONEST_MESSAGES
+from sandbox.result import NEEDS_CUDA, ExceptionInfo, WarningInfo
 
 # An honest report's bounds (sandbox.execute: MAX_TEXT plus its "… [N more characters]" marker,
 # MAX_WARNINGS; sandbox.explain: MAX_REPORT_BYTES, max_ops, MAX_EVENTS, MAX_HAZARDS, MAX_SENTENCES).
@@ -68,6 +69,16 @@ def _line(value: Any, lines: int) -> int | None:
     return value if type(value) is int and 1 <= value <= lines + 1 else None
 
 
+def _honest_message(status: str, message: str, exception: ExceptionInfo | None) -> str:
+    """The report's message when it is one the runner writes for its status; otherwise the plain
+    one for that status, so that a forged notice is never shown as the sandbox's own words."""
+    if HONEST_MESSAGES[status].fullmatch(message):
+        return message
+    if status == "error":
+        return f"The snippet raised {exception.type}." if exception else "The snippet ended with an error."
+    return {"memory": "The snippet ran out of its memory allowance.", "unavailable": NEEDS_CUDA.format(subject="This snippet")}.get(status, "")
+
+
 def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
     """The report's fields, bounded; raises `Malformed` for a report no honest runner writes."""
     if report.get("type") == "crash":
@@ -95,7 +106,7 @@ def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
         raise Malformed("too many warnings, or not a list")
     return Claim(
         status=status,
-        message=_text(report.get("message", ""), 4096),
+        message=_honest_message(status, _text(report.get("message", ""), 4096), exception),
         exception=exception,
         warnings=[
             WarningInfo(

@@ -27,8 +27,13 @@ from sandbox.ending import CRASH_EXIT, EXIT_CODES, exit_status_while_exiting
 from sandbox.limits import Limits
 from sandbox.result import Environment, RunResult
 
-# A runner's report (explanation included) is far below this; past it, the run is cut off.
-MAX_REPORT_BYTES = 4 * 1024 * 1024
+# A runner's report (explanation included) is far below these; past either, it is malformed.
+# Honest bounds (sandbox.claims): texts of 16 kB, 50 warnings of 2 kB, an explanation of 48 kB,
+# at most 6 bytes a character once JSON-escaped. Parsing holds the GIL of the process the pool
+# lives in: a forged 4 MB report of empty lists cost a second of it (with one web process, every
+# page waited), so the structure is bounded too: an honest explanation has a few thousand.
+MAX_REPORT_BYTES = 1024 * 1024
+MAX_REPORT_CONTAINERS = 30_000
 # After the run reports or ends: the most time spent draining what is already in the pipes.
 DRAIN_S = 0.2
 # After the report (or the report channel's end): the least time allowed for the process to end.
@@ -138,7 +143,7 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
         raise RunnerGone(str(exc)) from exc
     deadline = started + limits.wall_s
     streams = {slot.out_fd: bytearray(), slot.err_fd: bytearray()}
-    reader = wire.Reader()
+    reader = wire.Reader(max_containers=MAX_REPORT_CONTAINERS)
     report: dict[str, Any] | None = None
     channel_closed = False
     ended_by: str | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import errno
 import linecache
+import re
 import sys
 import traceback
 import warnings
@@ -92,6 +93,16 @@ class WarningRecorder:
             return
         self._seen.add(key)
         self.items.append({"category": category.__name__, "message": clean(key[1], 2048), "line": where})
+
+
+HONEST_MESSAGES = {
+    "ok": re.compile(r"(The snippet called sys\.exit\(.{0,300}\)\.)?", re.DOTALL),
+    "error": re.compile(r"The snippet (called sys\.exit\(.{0,300}\)|raised [\w.]{1,200}( on line \d{1,7})?)\.(" + re.escape(REFUSED) + ")?", re.DOTALL),
+    "memory": re.compile(r"The snippet ran out of its memory allowance \(.{0,300}\)\.", re.DOTALL),
+    "unavailable": re.compile(re.escape(NEEDS_CUDA.format(subject="This snippet"))),
+}
+"""The messages `classify` writes, per status: the pool shows a report's message only when it is
+one of these (a forged one said "Verified correct by the ampquiz team…")."""
 
 
 def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tuple[str, str]:

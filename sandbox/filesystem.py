@@ -46,6 +46,17 @@ SYS_CUDA = ("/sys/bus", "/sys/devices", "/sys/class", "/sys/module")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 
+TMP_INODES = 16_384
+"""Files a run's /tmp, /var/tmp and /dev/shm may each hold. Their size caps the bytes, not the
+count: a run made 150,000 empty files, whose teardown after its result then took seconds of the
+host's CPU and outlasted the cleanup's wait for its cgroup (left behind, one a run)."""
+
+
+def tmp_options(tmp_bytes: int) -> str:
+    """A run's own tmpfs's mount options."""
+    return f"size={tmp_bytes},nr_inodes={TMP_INODES},mode=1777"
+
+
 _BASE = "/tmp"
 """Where the new root is assembled before the pivot: every host has it, and this mount namespace's
 copy of it is ours to cover. Sources under it are reached through handles opened beforehand."""
@@ -164,7 +175,7 @@ def _populate(
     for tmp in ("/tmp", "/var/tmp"):  # first: kept paths under /tmp are bound on top of these
         os.makedirs(base + tmp)
         if uid is not None:
-            mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_bytes},mode=1777")
+            mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options(tmp_bytes))
     for path in [*sources, *sys_dirs]:
         if path in handles:
             os.makedirs(base + path, exist_ok=True)
@@ -215,7 +226,7 @@ def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes
         os.symlink(to, f"{target}/{name}")
     os.makedirs(f"{target}/shm")
     if tmp_bytes is not None:
-        mount("tmpfs", f"{target}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={tmp_bytes},mode=1777")
+        mount("tmpfs", f"{target}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmp_options(tmp_bytes))
     return all(f"/dev/{n}" in handles for n in DEV_NODES)
 
 
@@ -255,7 +266,7 @@ def deny_listed(hide: list[str], keep: list[str], tmp_bytes: int) -> list[str]:
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(tmp) and not os.path.islink(tmp):
             try:
-                _cover_keeping(tmp, keep, f"size={tmp_bytes},mode=1777")
+                _cover_keeping(tmp, keep, tmp_options(tmp_bytes))
             except OSError:
                 continue
     done.append("private-tmp")

@@ -189,6 +189,15 @@ def drop_privileges(uid: int) -> bool:
     return True
 
 
+def no_core_dumps() -> None:
+    """The core-dump limit of this process and all it starts: 1, not 0. A core_pattern that pipes
+    to a handler ignores a limit of 0 and gets the whole memory image (the handler runs as host
+    root, outside every namespace), and a program a run execs is dumpable again whatever prctl
+    allowed; the kernel reads a limit of exactly 1 as "no dump" for a pipe, and 1 byte is too
+    small for a core file. The syscall filter then refuses setting it (lowered to 0, it dumps)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
+
+
 def apply_rlimits(
     *, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None, vm_bytes: int
 ) -> None:
@@ -206,7 +215,6 @@ def apply_rlimits(
     cap(resource.RLIMIT_FSIZE, file_bytes)
     cap(resource.RLIMIT_NOFILE, open_files)
     cap(resource.RLIMIT_NPROC, processes)
-    cap(resource.RLIMIT_CORE, 0)
     if memory_bytes is not None:
         # The forked image already maps torch; the cap is what the snippet may add on top of it.
         cap(resource.RLIMIT_AS, vm_bytes + memory_bytes)

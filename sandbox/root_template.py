@@ -146,7 +146,7 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
     try:
         mount("proc", "/proc", "proc", _PROC_FLAGS)
         kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in template.kept_in_tmp}
-        tmp = f"size={tmp_bytes},mode=1777"
+        tmp = filesystem.tmp_options(tmp_bytes)
         for folder in _OWN_TMP:
             mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, tmp)
         # Read-only, on top of the tmpfs, with what the template mounted inside them (the covers

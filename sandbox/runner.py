@@ -208,6 +208,7 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     # could bind it to a name of its choosing among the host's abstract Unix sockets (one a host
     # service is about to take). An address the kernel picks can never be changed.
     sock.bind("")
+    isolation.no_core_dumps()  # before the filter, which refuses setting that limit
     # Last: none of the steps above is allowed once it is in, and nothing after needs them.
     if seccomp.PROGRAM is not None:
         seccomp.install(seccomp.PROGRAM)

@@ -10,9 +10,11 @@ refuses what an attacker wants and a snippet never needs:
 - every mount-family call (so no FUSE mount a snippet serves itself), `chroot`;
 - kernel keyrings (they outlive the process and were read by later runs), io_uring, userfaultfd,
   bpf, perf events, ptrace and the calls like it, module and kexec calls, the kernel log;
-- sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg);
-- native AIO and inotify (host-wide budgets and a view of other runs' file activity), and the
-  prctl options that would let a run outlive the server or dump its memory to the host.
+- sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg),
+  and IP sockets of any protocol but TCP and UDP;
+- native AIO, inotify and fcntl's directory notifications and leases (host-wide budgets and a view
+  of other runs' file activity), the prctl options that would let a run outlive the server or dump
+  its memory to the host, and setting the core-dump limit (for the same reason).
 
 It is compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no compiled
 dependency) and exported as a BPF program; a runner loads that program with one seccomp(2) call,
@@ -39,6 +41,8 @@ def _act_errno(err: int) -> int:
 
 _ATTR_ACT_BADARCH = 2
 _ATTR_CTL_OPTIMIZE = 8
+_CMP_NE = 1
+_CMP_GT = 6
 _CMP_EQ = 4
 _CMP_GE = 5
 _CMP_MASKED_EQ = 7
@@ -85,6 +89,21 @@ REFUSED_PRCTL = {
 
 ALLOWED_SOCKET_FAMILIES = (1, 2, 10)
 """AF_UNIX, AF_INET, AF_INET6: the network namespace leaves only loopback to them anyway."""
+
+ALLOWED_IP_PROTOCOLS = (0, 6, 17)
+"""socket(AF_INET or AF_INET6, type, protocol): the default, TCP and UDP. Any other (MPTCP, SCTP,
+…) reaches code a run has no need of; on a kernel with modules, an unknown one has the host load
+one, as root."""
+
+REFUSED_FCNTL = {
+    "F_SETLEASE": 1024,  # a lease on a shared read-only file made other runs' opens wait on this one
+    "F_NOTIFY": 1026,  # directory notifications: like inotify, which files other runs and the host read
+}
+"""fcntl(fd, cmd, ...) refused for these commands."""
+
+RLIMIT_CORE = 4
+"""Its resource number: a run may read the limit, never set it. Lowered to 0 (it is 1), a crash
+would pipe its memory to the host's core handler (see `isolation.apply_rlimits`)."""
 
 _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_TSYNC = 1
@@ -150,6 +169,16 @@ def compile_filter() -> bytes:
         rule("unshare", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWTIME, _CLONE_NEWTIME))
         for option in REFUSED_PRCTL.values():
             rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
+        for command in REFUSED_FCNTL.values():
+            rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
+        rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
+        rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
+        # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.
+        for family in (2, 10):
+            rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_GT, max(ALLOWED_IP_PROTOCOLS), 0))
+            for protocol in range(max(ALLOWED_IP_PROTOCOLS)):
+                if protocol not in ALLOWED_IP_PROTOCOLS:
+                    rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_EQ, protocol, 0))
         # socket(domain, ...): refused for every family above AF_INET6 (and any value with high
         # bits set, which the kernel would truncate to an int) and for each one below it but ours.
         for call in ("socket", "socketpair"):

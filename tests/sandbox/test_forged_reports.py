@@ -121,7 +121,7 @@ def test_forged_huge_explanation_is_dropped_not_rendered(sb: Sandbox) -> None:
         op = {"name": "torch.mm", "line": 1, "count": 1, "inputs": [], "output": None, "autocast": None,
               "casts": [], "reason": "x" * 1000}
         forge({"type": "result", "status": "ok", "message": "", "warnings": [],
-               "explanation": {"summary": ["s" * 100_000], "ops": [op] * 3000, "scaler": [], "hazards": []}})
+               "explanation": {"summary": ["s" * 100_000], "ops": [op] * 600, "scaler": [], "hazards": []}})
         import os
         os._exit(80)
     """
@@ -136,8 +136,8 @@ def test_forged_huge_explanation_is_dropped_not_rendered(sb: Sandbox) -> None:
 
 def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
     r = forged(sb, """
-        forge({"type": "result", "status": "error", "message": "m" * 1_000_000, "warnings": [],
-               "exception": {"type": "T" * 10_000, "message": "x" * 1_000_000, "traceback": "y" * 1_000_000,
+        forge({"type": "result", "status": "error", "message": "m" * 250_000, "warnings": [],
+               "exception": {"type": "T" * 10_000, "message": "x" * 250_000, "traceback": "y" * 250_000,
                              "line": 10**9, "source_line": "not this code"}})
         import os
         os._exit(81)  # the raised-code: this forgery agrees with how the process ends
@@ -193,6 +193,12 @@ def test_anything_before_the_report_makes_it_malformed(sb: Sandbox) -> None:
         os._exit(80)  # the ok-code: the report after the noise agrees with how the process ends
     """)
     assert r.status == "killed" and "malformed" in r.message, r
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "warnings": [], "pad": "p" * 1_100_000})
+        import os
+        os._exit(80)
+    """)
+    assert r.status == "killed" and "malformed" in r.message, r  # past any honest report's size
     assert_still_works(sb)
 
 
@@ -230,4 +236,35 @@ def test_without_reading_the_kernel_the_zygotes_account_decides(sb: Sandbox, mon
     assert r.status == "error" and r.exception is None and "contradicts" in r.message, r
     r = sb.run("import os\nos._exit(3)")
     assert r.status == "killed" and "code 3" in r.message, r
+    assert_still_works(sb)
+
+
+def test_a_forged_notice_is_never_shown_as_the_sandboxs_words(sb: Sandbox) -> None:
+    """A report's message is shown as the sandbox's own notice: only the sentences the runner
+    writes for its status get through; anything else becomes the plain one."""
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "Verified correct by the ampquiz team.",
+               "warnings": [], "explanation": None})
+        os._exit(80)
+    """)
+    assert r.status == "ok" and r.message == "", r
+    r = forged(sb, """
+        forge({**ASSERTION, "message": "Your account has been flagged."})
+        os._exit(81)
+    """)
+    assert r.status == "error" and r.message == "The snippet raised AssertionError.", r
+    honest = sb.run("assert 1 == 2\n")
+    assert honest.message == "The snippet raised AssertionError on line 1.", honest
+    assert_still_works(sb)
+
+
+def test_a_report_of_too_many_lists_is_not_parsed(sb: Sandbox) -> None:
+    """Parsing holds the GIL of the process the pool lives in: 4 MB of empty lists cost it a
+    second. A report with far more lists and objects than an honest one is malformed, unparsed."""
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "warnings": [], "explanation": None,
+               "pad": [[] for _ in range(100_000)]})
+        os._exit(80)
+    """)
+    assert r.status == "killed" and "malformed" in r.message, r
     assert_still_works(sb)

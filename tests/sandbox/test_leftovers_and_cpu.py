@@ -199,3 +199,25 @@ def test_a_used_runner_is_replaced_only_after_its_result_is_delivered(sb: Sandbo
     while _prepared_runners(sb) < full and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _prepared_runners(sb) == full
+
+
+def test_a_runs_own_folders_hold_a_bounded_number_of_files(sb: Sandbox) -> None:
+    """Their size capped the bytes, not the count: a run made 150,000 empty files, whose teardown
+    after the result took seconds of the host's CPU and outlasted the wait for its cgroup (left
+    behind, one a run). Each holds at most TMP_INODES files now."""
+    from sandbox.filesystem import TMP_INODES
+
+    r = sb.run(textwrap.dedent(f"""
+        import errno, os
+        for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+            made = 0
+            try:
+                for made in range({TMP_INODES + 100}):
+                    open(f"{{folder}}/f{{made}}", "w").close()
+            except OSError as exc:
+                print(folder, errno.errorcode[exc.errno], made <= {TMP_INODES})
+            else:
+                print(folder, "made them all")
+    """), Limits(wall_s=60, cpu_s=60))
+    assert r.stdout.splitlines() == ["/tmp ENOSPC True", "/var/tmp ENOSPC True", "/dev/shm ENOSPC True"], r
+    assert_still_works(sb)

@@ -1,5 +1,6 @@
 """Kernel surface no snippet needs is refused: namespaces, mounts, keyrings, io_uring, userfaultfd,
-bpf, perf events, ptrace, non-IP sockets, native AIO, inotify, two prctl options. Each test is a real run, then a normal run that still works.
+bpf, perf events, ptrace, non-IP sockets and IP ones but TCP and UDP, native AIO, inotify, fcntl's
+notifications and leases, two prctl options, setting the core limit. Each test is a real run, then a normal run that still works.
 """
 
 from __future__ import annotations
@@ -137,6 +138,62 @@ def test_cant_outlive_the_server_or_dump_memory_to_the_host(sb: Sandbox) -> None
         "clear parent-death signal EPERM", "same, high bits set EPERM", "make dumpable EPERM",
         "read parent-death signal ok 9", "read dumpable ok", "set name ok",
     ], out  # fmt: skip
+    assert_still_works(sb)
+
+
+def test_a_crash_can_never_be_dumped_to_the_host(sb: Sandbox) -> None:
+    """A program the run execs is dumpable again whatever prctl allowed; a core_pattern that
+    pipes to a handler ignores a core limit of 0, but reads 1 as "no dump". So the limit is 1, in
+    every process of the run, and no process may set it (lowered to 0, a crash would dump)."""
+    out = run(sb, """
+        import resource, subprocess, sys
+        print("limit", resource.getrlimit(resource.RLIMIT_CORE))
+        print("in an exec'd child", subprocess.run([sys.executable, "-c",
+              "import resource; print(resource.getrlimit(resource.RLIMIT_CORE))"], capture_output=True, text=True).stdout.strip())
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            print("lowered")
+        except (OSError, ValueError) as exc:
+            print("lowering refused", type(exc).__name__)
+        print("prlimit64 set", call(302, 0, 4, text(bytes(16)), 0))
+        print("prlimit64 read", call(302, 0, 4, 0, text(bytes(16))))
+        print("setrlimit of another limit", call(160, 7, text(bytes(16))))  # RLIMIT_NOFILE to 0: allowed
+    """)
+    assert out.splitlines() == [
+        "limit (1, 1)", "in an exec'd child (1, 1)", "lowering refused ValueError",  # Python says EPERM so
+        "prlimit64 set EPERM", "prlimit64 read ok", "setrlimit of another limit ok",
+    ], out  # fmt: skip
+    assert_still_works(sb)
+
+
+def test_cant_watch_or_lease_shared_files(sb: Sandbox) -> None:
+    """fcntl's directory notifications showed which files other runs and the host read (as
+    inotify did); a lease on a shared read-only file would make other runs' opens wait."""
+    out = run(sb, """
+        import fcntl, signal
+        fd = os.open("/usr/share/zoneinfo", os.O_RDONLY)
+        print("F_NOTIFY", call(72, fd, 1026, 0x80000001))  # DN_ACCESS | DN_MULTISHOT
+        print("F_SETLEASE", call(72, fd, 1024, 0))
+        print("F_GETFL", call(72, fd, 3, 0))
+    """)
+    assert out.splitlines() == ["F_NOTIFY EPERM", "F_SETLEASE EPERM", "F_GETFL ok"], out
+    assert_still_works(sb)
+
+
+def test_ip_sockets_are_tcp_and_udp_only(sb: Sandbox) -> None:
+    out = run(sb, """
+        import socket
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for kind, protocol, name in ((socket.SOCK_STREAM, 0, "default"), (socket.SOCK_STREAM, 6, "tcp"),
+                                         (socket.SOCK_DGRAM, 17, "udp"), (socket.SOCK_STREAM, 262, "mptcp"),
+                                         (socket.SOCK_STREAM, 132, "sctp"), (socket.SOCK_DGRAM, 1, "icmp")):
+                try:
+                    socket.socket(family, kind, protocol).close()
+                    print(name, "ok")
+                except OSError as exc:
+                    print(name, errno.errorcode[exc.errno])
+    """)
+    assert out.splitlines() == 2 * ["default ok", "tcp ok", "udp ok", "mptcp EPERM", "sctp EPERM", "icmp EPERM"], out
     assert_still_works(sb)
 
 
