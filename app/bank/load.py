@@ -329,13 +329,8 @@ def load_bank(
         bank.problems += problems
         if loaded is None:
             continue
-        ids = [q.id for q in loaded.questions]
-        inner = [q for i, q in enumerate(loaded.questions) if q.id in ids[:i]]
-        for q in inner:
-            first = next(o for o in loaded.questions if o.id == q.id)
-            bank.problems.append(
-                Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})")
-            )
+        inner = duplicate_ids(loaded)
+        bank.problems += inner
         if not inner:
             candidates.append(((loaded.path not in served_before, _mtime_ns(path), loaded.path), loaded))
     taken: dict[str, LoadedQuestion] = {}
@@ -353,6 +348,29 @@ def load_bank(
     bank.sets.sort(key=lambda s: s.path)
     bank.warnings = sorted(w for s in bank.sets for w in _set_warnings(s))
     return bank
+
+
+def duplicate_ids(loaded: LoadedSet) -> list[Problem]:
+    """An id used twice in one file (the file is then left out whole)."""
+    ids = [q.id for q in loaded.questions]
+    problems = []
+    for i, q in enumerate(loaded.questions):
+        if q.id in ids[:i]:
+            first = loaded.questions[ids.index(q.id)]
+            problems.append(Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})"))
+    return problems
+
+
+def ids_taken_elsewhere(loaded: LoadedSet, bank: Bank, path: Path) -> list[Problem]:
+    """The file's ids (it is `path`, being edited) that another file of `bank` already serves:
+    saved, the file would be left out whole, set and all, until one of them is renamed."""
+    problems = []
+    for q in loaded.questions:
+        other = bank.question(q.id)
+        if other is not None and Path(other.path).resolve() != path.resolve():
+            problems.append(Problem(q.path, q.line, q.col, f"the id {q.id!r} is taken (by {Path(other.path).name}:{other.line}): "
+                                    "a file that reuses one is left out whole, so rename it"))  # fmt: skip
+    return problems
 
 
 def _set_warnings(loaded: LoadedSet) -> list[Problem]:

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Body, Form, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.bank import edit
-from app.bank.load import LoadedQuestion, load_text, question_files
+from app.bank.load import LoadedQuestion, duplicate_ids, ids_taken_elsewhere, load_text, question_files
 from app.grading import grade
 from app.verify.check import check
 from app.web.deps import State
@@ -51,10 +51,17 @@ def bank_file(state: WebState, name: str, *, new: bool = False) -> Path:
     return path
 
 
-def _parse(name: str, text: str) -> tuple[Any, list[dict[str, Any]]]:
+def _parse(name: str, text: str, state: WebState | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """The file's text as the loader reads it, and its problems. With `state`, as the bank would
+    take it: also an id used twice in the file or already served by another file (either leaves
+    the file out whole, as `ampquiz lint` says)."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
         raise AppError(f"That file is over {MAX_YAML_BYTES // 1024} KiB.")
     loaded, problems = load_text(text, Path(name).stem, name)
+    if loaded is not None and state is not None:
+        problems = duplicate_ids(loaded) + ids_taken_elsewhere(loaded, state.bank, bank_folder(state) / name)
+        if problems:
+            loaded = None
     return loaded, [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
 
 
@@ -90,8 +97,8 @@ async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], t
 
 
 @router.post("/api/check")
-async def check_text(who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
-    loaded, problems = _parse(name, text)
+async def check_text(state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+    loaded, problems = _parse(name, text, state)
     return {"problems": problems, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
 
 
@@ -159,7 +166,7 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
 @router.post("/api/save")
 async def save(request: Request, state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
     path = bank_file(state, name, new=True)
-    loaded, problems = _parse(name, text)
+    loaded, problems = _parse(name, text, state)
     if loaded is None:
         return JSONResponse({"ok": False, "error": "The file does not lint; nothing was saved.", "status": 422,
                              "problems": problems}, status_code=422)  # fmt: skip

@@ -1,0 +1,47 @@
+"""The studio's check and Save see the file as the bank would take it: an id used twice in it, or
+one another file already serves, leaves the file out whole (set and all), so Save refuses it and
+the check says where, as `ampquiz lint` would."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import instructors
+from tests.support.web import BANK, Web, as_instructor, studio_session
+
+pytestmark = pytest.mark.anyio
+
+OTHER = BANK["basics.yaml"].split("questions:")[0].replace("title:", "title: Other", 1) + """questions:
+  - id: mc-half-dtype
+    kind: multiple_choice
+    topic: dtypes
+    difficulty: 1
+    prompt: Reused id.
+    choices:
+      - {text: a, correct: true, why: w}
+      - {text: b, correct: false, why: w}
+    explanation: E
+    source: tests
+"""
+
+
+async def test_an_id_another_file_serves_is_refused_and_nothing_is_lost(web: Web) -> None:
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
+        checked = (await c.post("/studio/api/check", content=json.dumps({"name": "other.yaml", "text": OTHER}), headers=who)).json()
+        assert any("'mc-half-dtype' is taken (by basics.yaml:" in p["message"] for p in checked["problems"]), checked
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "other.yaml", "text": OTHER}), headers=who)
+        assert saved.status_code == 422 and saved.json()["ok"] is False, saved.text
+        assert not (web.bank / "other.yaml").exists()
+        assert (await c.get("/questions/mc-half-dtype")).status_code == 200  # the set it belongs to is still served
+
+        twice = OTHER.replace("mc-half-dtype", "brand-new") + OTHER.split("questions:\n")[1].replace("mc-half-dtype", "brand-new")
+        checked = (await c.post("/studio/api/check", content=json.dumps({"name": "other.yaml", "text": twice}), headers=who)).json()
+        assert any("duplicate id 'brand-new'" in p["message"] for p in checked["problems"]), checked
+
+        own = BANK["basics.yaml"]  # the file's own ids are its own: saving it as it is works
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": own}), headers=who)
+        assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
