@@ -57,6 +57,13 @@ def _time_is_up(state: WebState, interview: model.Interview, done: Progress) -> 
     return deadline is not None and state.clock() > deadline + LATE_GRACE
 
 
+def _under_review(state: WebState, interview: model.Interview, question_id: str) -> bool:
+    """A run here contradicts the question's key: no prediction of it can be graded, so the
+    candidate may go past it unanswered (it was stuck there)."""
+    loaded = snippets.resolve(state.bank, interview.snippets, question_id)
+    return loaded is not None and _proof(state, interview, loaded).state == "held_back"
+
+
 def _candidate_key(token: str) -> str:
     """Whose choice order a candidate sees: shuffled per interview, as per learner."""
     return f"interview:{token}"
@@ -266,7 +273,7 @@ async def next_question(token: str, request: Request, state: State) -> Response:
     if done.current is not None and done.started_at is not None and _time_is_up(state, interview, done):
         # Nothing more can count: the candidate ends it, and the interviewer's log says so.
         await _record(request, state, interview, "finished", {"question": done.current.id, "time_up": True})
-    elif done.current is not None and done.current.prediction is not None:
+    elif done.current is not None and (done.current.prediction is not None or _under_review(state, interview, done.current.id)):
         last = done.position + 1 >= len(done.questions)
         await _record(
             request, state, interview, "finished" if last else "next", {"question": done.current.id}

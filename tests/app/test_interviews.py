@@ -366,3 +366,43 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
         stream = await client.get(host + "/events", params={"replay": "true"})
         assert [e["kind"] for e in _events(stream.text)][-1] == "finished"
         assert (await client.get(host + "/report.json")).json()["finished"] is True
+
+
+async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(web: Web) -> None:
+    """Its key contradicted by a run here, no prediction of it can be graded: the studio will not
+    put it in a new interview, and a candidate already on it may go past it."""
+    from app import instructors
+    from app.verify.check import KeyCheck
+
+    async with web.client() as client:
+        state = client.app.state.web  # type: ignore[attr-defined]
+        made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"])
+        cand = f"/interview/{made.candidate_token}"
+        loaded = state.bank.question("po-linear-dtype")
+        for _ in range(100):  # proved on load first: then a later run contradicts it
+            if state.proof(loaded).state == "proved":
+                break
+            await asyncio.sleep(0.1)
+        state.proofs.remember(loaded, KeyCheck(loaded.id, loaded.set_id, "fail", device="cpu", reason="planted"))
+        assert state.proof(loaded).state == "held_back"
+
+        await client.post(cand + "/start")
+        page = (await client.get(cand)).text
+        assert "data-under-review" in page and "How sure are you?" not in page
+        assert (await client.post(cand + "/next")).status_code == 303
+        assert "Question 2 of 2" in (await client.get(cand)).text
+
+        instructors.add(state.store, "ada")
+        assert (await client.post(f"/studio/sign-in/{instructors.new_link(state.store, 'ada')}")).status_code == 303
+        form = (await client.get("/studio/interviews/new")).text
+        assert re.search(r'value="po-linear-dtype"[^>]* disabled', form), "a held-back question cannot be picked"
+        refused = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype", "po-linear-dtype"],
+                                                                "minutes": "20", "adhoc": "print(1)\n"})  # fmt: skip
+        assert refused.status_code == 400 and "under review" in refused.text
+        # what was typed and picked is still there
+        assert re.search(r'value="mc-half-dtype"[^>]* checked', refused.text) and 'value="20"' in refused.text
+        assert ">print(1)\n</textarea>" in refused.text
+        bad_minutes = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "abc"})
+        assert bad_minutes.status_code == 400 and "whole number of minutes" in bad_minutes.text
+        coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random())\n"})
+        assert coin.status_code == 400 and "printed something else when run again" in coin.text

@@ -20,7 +20,13 @@ from fastapi import APIRouter, Body, Form, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.bank import edit
-from app.bank.load import LoadedQuestion, duplicate_ids, ids_taken_elsewhere, load_text, question_files
+from app.bank.load import (
+    LoadedQuestion,
+    duplicate_ids,
+    ids_taken_elsewhere,
+    load_text,
+    question_files,
+)
 from app.grading import grade
 from app.verify.check import check
 from app.web.deps import State

@@ -19,14 +19,17 @@ from app.web.studio.view import studio_page
 router = APIRouter(include_in_schema=False)
 
 
-def _question_rows(state: WebState) -> list[dict[str, str]]:
-    """The bank's questions as the form lists them."""
-    return [{"id": q.id, "title": title_of(q), "kind": q.question.kind} for q in state.bank.questions]
+def _question_rows(state: WebState) -> list[dict[str, Any]]:
+    """The bank's questions as the form lists them; one whose key a run here contradicts cannot be
+    picked (a candidate could not be graded on it)."""
+    return [{"id": q.id, "title": title_of(q), "kind": q.question.kind, "held_back": state.proof(q).state == "held_back"}
+            for q in state.bank.questions]  # fmt: skip
 
 
 @router.get("/studio/interviews/new")
 async def new_form(request: Request, state: State, who: Instructor) -> Response:
-    return await studio_page(state, request, "interview/new.html", who, rows=_question_rows(state), error=None)
+    return await studio_page(state, request, "interview/new.html", who, rows=_question_rows(state), error=None,
+                             picked=[], adhoc="", minutes="")  # fmt: skip
 
 
 @router.post("/studio/interviews")
@@ -37,20 +40,30 @@ async def create(
     adhoc: Annotated[str, Form(max_length=60_000)] = "",
 ) -> Response:  # fmt: skip
     unknown = [q for q in questions if state.bank.question(q) is None]
-    limit = int(minutes) if minutes.strip().isdigit() else None
     try:
         if unknown:
             raise ValueError(f"there is no question {unknown[0]!r}")
+        held = [q for q in questions if state.proof(state.bank.question(q)).state == "held_back"]  # type: ignore[arg-type]
+        if held:
+            raise ValueError(f"the key of {held[0]!r} is under review (a run here contradicts it): no candidate could be graded on it")
+        if minutes.strip() and not minutes.strip().isdigit():
+            raise ValueError("the time limit is a whole number of minutes (or empty, for none)")
+        limit = int(minutes) if minutes.strip() else None
         entries_: list[str | dict[str, Any]] = list(questions)
         for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
             run = await state.run_queue.run(code, owners=state.owners(request))
             if run.status != "ok":
                 why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
                 raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
+            # Its output is the key: code that prints something else each time has none.
+            again = await state.run_queue.run(code, owners=state.owners(request))
+            if again.stdout != run.stdout:
+                raise ValueError(f"ad-hoc snippet {n} printed something else when run again, so it has no one answer: "
+                                 "seed the random generators, and print nothing that depends on timing")  # fmt: skip
             entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
         made = model.create(state.store, entries_, by=who, minutes=limit)
     except ValueError as exc:
-        return await studio_page(
-            state, request, "interview/new.html", who, 400, rows=_question_rows(state), error=str(exc)
-        )
+        # The form again as it was sent: nothing typed or picked is lost.
+        return await studio_page(state, request, "interview/new.html", who, 400, rows=_question_rows(state),
+                                 error=str(exc), picked=questions, adhoc=adhoc, minutes=minutes)  # fmt: skip
     return RedirectResponse(f"/interviewer/{made.host_token}", status_code=303)
