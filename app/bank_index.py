@@ -23,6 +23,9 @@ class BankIndex:
     set_topics: dict[str, list[str]]
     """A set's topics, sorted."""
     count: int
+    starter: LoadedSet | None = None
+    """Where a newcomer starts: the set with the most warm-up (difficulty 1) questions, the first
+    such in the bank's order (the first set alphabetically was an advanced one)."""
 
     def neighbours(self, loaded: LoadedQuestion) -> tuple[LoadedSet | None, int, LoadedQuestion | None, LoadedQuestion | None]:
         """(its set, its position, the previous question, the next one), for a question of this
@@ -51,5 +54,6 @@ def index_of(bank: Bank) -> BankIndex:
             topic_totals=dict(sorted(topics.items())),
             set_topics={s.id: sorted({q.question.topic for q in s.questions}) for s in bank.sets},
             count=len(place),
+            starter=min(bank.sets, key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions), default=None),
         )
     return cached

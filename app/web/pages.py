@@ -60,13 +60,27 @@ async def home(request: Request) -> Response:
         standing = state.standing(learner, recent=0)
         sets = [{"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]} for s in shown]
         due = standing.due_count()
+        next_set, continuing = _where_next(standing, index)
         return render_page(
-            state, request, "home.html", sets=sets, first_set=bank.sets[0] if bank.sets else None,
+            state, request, "home.html", sets=sets, next_set=next_set, continuing=continuing,
             topics=standing.topics(), due=due, bank=bank, page_number=page_number, pages=pages,
             set_count=len(bank.sets), first_shown=(page_number - 1) * SETS_PER_PAGE + 1,
         )  # fmt: skip
 
     return await in_thread(state, build)
+
+
+def _where_next(standing: Any, index: Any) -> tuple[Any, bool]:
+    """The set home suggests, and whether the learner is continuing it: the set of the question
+    they answered last while it has questions they have not; else the starter set, else the
+    first with any, while one has (None once every question is answered)."""
+    last = next(reversed(standing.last), None)
+    if last is not None and (found := index.place.get(last)) and standing.set_summary(found[0])["new"]:
+        return found[0], True
+    for candidate in (index.starter, *index.sets.values()):
+        if candidate is not None and standing.set_summary(candidate)["new"]:
+            return candidate, False
+    return None, False
 
 
 @page_route(router, "/sets/{set_id}")
