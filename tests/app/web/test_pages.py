@@ -39,6 +39,14 @@ async def test_home_says_where_to_start_then_where_to_go_on(web: Web) -> None:
         assert "Continue with “Basics for tests”" in words and "Start with" not in words
 
 
+async def test_half_of_a_many_answer_question_says_how_far_it_got(web: Web) -> None:
+    async with web.client() as c:
+        said = await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)})
+        words = text_of((await c.get(said.headers["location"])).text)
+        assert "Not quite" in words and "1 of the 2 right answers picked" in words
+        assert "your answer · correct" in words and "also correct: you missed it" in words
+
+
 async def test_set_page_shows_each_questions_status(web: Web) -> None:
     async with web.client() as c:
         await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
