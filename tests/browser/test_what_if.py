@@ -99,6 +99,12 @@ def test_what_if_cards_after_an_answer(live: Server, page: Page, browser: Browse
     expect(clip.locator(".chip")).to_have_text("changes what it does")
     backward = page.locator('[data-rule="backward-inside-autocast"]')
     expect(backward.locator(".chip")).to_have_text("no visible effect")
+    # the first two cards that change what the code does are open; the rest show their titles
+    expect(cards.nth(0).locator(".what-if-diff")).to_be_visible()
+    expect(cards.nth(1).locator(".what-if-diff")).to_be_visible()
+    expect(backward.locator(".what-if-diff")).to_be_hidden()
+    backward.locator("summary h3").click()
+    expect(backward.locator(".what-if-diff")).to_be_visible()
     backward.get_by_text("Why engineers make this mistake").click()
     expect(backward).to_contain_text("The docs recommend autocast around the forward pass")
     page.locator("#what-if").screenshot(path=str(shots / "what-if.png"))
