@@ -311,6 +311,7 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
             answered = await c.post(f"/questions/{qid}", data=form)
             result = (await c.get(answered.headers["location"])).text
             assert "Right!" in result and f"/review/next?since={since}" in result
+            assert 'rel="next"' not in result and 'rel="prev"' not in result  # no way out of the session unsaid
             web.clock.advance(seconds=30)
             nxt = await c.get(f"/review/next?since={since}")
             assert len(seen) <= 3
