@@ -166,6 +166,9 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
         graded = grade(q, picked=picked, order=context["order"]) if key is None else grade(q, output=key)
         run, message = await state.question_run(q)
         context.update(outcome=graded, run=run, run_message=message)
+        if run is not None:  # the "Right!" above a run that contradicts it would mislead the author
+            verdict = check(q, await state.question_runs.run(q), state.proofs.device)
+            context["key_problem"] = verdict.reason if verdict.result == "fail" else ""
     return await page(state, request, "question.html", **context)
 
 

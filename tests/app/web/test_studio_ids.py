@@ -1,6 +1,7 @@
 """The studio's check and Save see the file as the bank would take it: an id used twice in it, or
 one another file already serves, leaves the file out whole (set and all), so Save refuses it and
-the check says where, as `ampquiz lint` would."""
+the check says where, as `ampquiz lint` would. And a preview never shows "Right!" for a key its
+run contradicts without saying so."""
 
 from __future__ import annotations
 
@@ -45,3 +46,15 @@ async def test_an_id_another_file_serves_is_refused_and_nothing_is_lost(web: Web
         own = BANK["basics.yaml"]  # the file's own ids are its own: saving it as it is works
         saved = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": own}), headers=who)
         assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
+
+
+async def test_a_preview_after_a_right_answer_says_when_the_run_contradicts_the_key(web: Web) -> None:
+    wrong = BANK["basics.yaml"].replace("answer: torch.bfloat16 torch.Size([1, 2])", "answer: torch.float16 torch.Size([1, 2])")
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = as_instructor(await studio_session(c, "ada"))
+        for text, contradicted in ((wrong, True), (BANK["basics.yaml"], False)):
+            shown = await c.post("/studio/preview", data={"name": "basics.yaml", "text": text, "question_id": "po-linear-dtype",
+                                                          "answered": "true"}, headers=who)  # fmt: skip
+            assert shown.status_code == 200, shown.text[:300]
+            assert ("data-key-problem" in shown.text) == contradicted
