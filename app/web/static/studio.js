@@ -16,6 +16,7 @@
   const runBox = document.getElementById("studio-run");
   const saved = document.getElementById("save-result");
   let lastOutput = null;
+  let lastOutputOf = null;
   let timer = null;
   let wanted = box.dataset.focus || "";
 
@@ -82,14 +83,20 @@
       verdict.textContent = data.key === "pass" ? "The key agrees with this run." : "The key: " + (data.reason || data.key);
       runBox.prepend(verdict);
       lastOutput = data.run.stdout;
+      lastOutputOf = select.value;
       useOutput.disabled = false;
     } catch (err) {
       runBox.textContent = err.message;
     }
   });
 
+  // An output belongs to the question that printed it: picking another one disarms it.
+  select.addEventListener("change", function () {
+    useOutput.disabled = select.value !== lastOutputOf;
+  });
+
   useOutput.addEventListener("click", async function () {
-    if (lastOutput === null) return;
+    if (lastOutput === null || select.value !== lastOutputOf) return;
     try {
       const data = await api("/studio/api/use-output", { name: name, text: area.value, question_id: select.value, output: lastOutput });
       area.value = data.text;
