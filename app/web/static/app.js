@@ -113,9 +113,12 @@
       event.preventDefault();
       if (running) return;
       running = true;
-      button.disabled = true;
+      // aria-disabled, not disabled: a disabled button drops the keyboard focus to the page.
+      button.setAttribute("aria-disabled", "true");
       button.textContent = "Running…";
       section.hidden = false;
+      // On a phone the result is below the editor, off the screen: bring its status into view.
+      section.scrollIntoView({ block: "nearest", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
       panel.classList.add("run-pending");
       const started = performance.now();
       const status = document.createElement("p");
@@ -144,7 +147,7 @@
         clearInterval(ticker);
         panel.classList.remove("run-pending");
         running = false;
-        button.disabled = false;
+        button.removeAttribute("aria-disabled");
         button.textContent = "Run";
         linkTraceToCode(panel);
       }
