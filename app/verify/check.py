@@ -46,6 +46,12 @@ def skip_reason(question: AnyQuestion, device_kind: str) -> str | None:
         return "no code to run (conceptual question)"
     if question.requires == "cuda" and device_kind != "cuda":
         return "needs a CUDA GPU; this host has none"
+    asked = question.device
+    here = getattr(question, "device_answers", None) or getattr(question, "device_expect", None) or {}
+    if asked is not None and asked != device_kind and device_kind in here:
+        # The question says which device it asks about: a run here checks only what this device
+        # does (shown after answering, never counted), not the key learners are graded on.
+        return f"its key is what the code does on {asked.upper() if asked == 'cuda' else asked}; this host runs {device_kind}"
     return None
 
 

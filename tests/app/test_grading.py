@@ -168,3 +168,14 @@ def test_an_answer_sends_positions_that_say_nothing_of_the_yaml_without_the_secr
     assert [c["index"] for c in outcome["choices"]] == [0, 1, 2, 3, 4]
     with pytest.raises(AnswerError, match="Choice 7 does not exist"):
         grade(loaded, picked=picked_at([7], order), order=order)
+
+def test_a_key_about_another_device_is_not_proved_by_a_run_here() -> None:
+    """A question about CUDA with a CPU answer beside it: a CPU run checks only the CPU answer
+    (shown, never counted), so it proves nothing of the key learners are graded on."""
+    from app.verify.check import skip_reason
+
+    about_cuda = predict(requires="any", device="cuda", answer="torch.float16", device_answers={"cpu": "torch.bfloat16"})
+    assert "its key is what the code does on CUDA" in (skip_reason(about_cuda.question, "cpu") or "")
+    assert skip_reason(about_cuda.question, "cuda") is None
+    about_cpu = predict(requires="any", answer="torch.bfloat16", device_answers={"cuda": "torch.float16"})
+    assert skip_reason(about_cpu.question, "cpu") is None and skip_reason(about_cpu.question, "cuda") is None
