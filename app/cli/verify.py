@@ -131,7 +131,9 @@ def _report(
         return 1 if counts["fail"] else 0
     for o in checks:
         if o.result == "fail":
-            print(f"FAIL {o.id} ({o.set_id}, on {o.device}): {o.reason}")
+            found = bank.question(o.id)
+            where = f"{found.path}:{found.line}: " if found is not None else ""
+            print(f"{where}FAIL {o.id} ({o.set_id}, on {o.device}): {o.reason}")
             if o.diff:
                 print("  " + o.diff.replace("\n", "\n  "))
             if o.exception:

@@ -97,7 +97,8 @@ def status_of(web: RemoteRuns, worker_id: str) -> dict:
     return {"busy": 0, "done": 0}
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Waits for `predicate` (a worker's start or a publish can take seconds on a loaded 2-core host)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def test_wrong_answer_fails_with_a_diff(broken_report) -> None:
     bad = failed[ids["answer"]]
     assert "-torch.float64" in bad["diff"] and bad["device"] == "cpu"
     assert f"FAIL {ids['answer']}" in text and "-torch.float64" in text
+    assert re.search(rf"\.yaml:\d+: FAIL {ids['answer']} ", text), "a failure says where the question is"
 
 
 def test_wrong_expect_fails_naming_the_exception(broken_report) -> None:
