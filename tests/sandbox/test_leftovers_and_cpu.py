@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from sandbox import Limits, RunResult, Sandbox
 from tests.support.pool import assert_still_works
 from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
@@ -221,3 +223,44 @@ def test_a_runs_own_folders_hold_a_bounded_number_of_files(sb: Sandbox) -> None:
     """), Limits(wall_s=60, cpu_s=60))
     assert r.stdout.splitlines() == ["/tmp ENOSPC True", "/var/tmp ENOSPC True", "/dev/shm ENOSPC True"], r
     assert_still_works(sb)
+
+
+def test_a_sweep_leaves_a_living_pools_cgroups_and_a_slow_removal_is_tried_again() -> None:
+    """On cgroup v1 the pids and cpu folders are shared by every pool on the host: a zygote's
+    sweep at start removed another pool's empty run cgroup (one just made for a runner about to
+    join it). A removal that outlasts its wait was given up, one cgroup leaked a run for good."""
+    import subprocess
+
+    from sandbox import cgroup
+
+    factory = cgroup.CgroupFactory()
+    if not factory.available:
+        pytest.skip("no cgroup this test process may create here")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive_name, dead_name = f"ampquiz-run-{os.getpid()}-0-sweeptest", f"ampquiz-run-{dead.pid}-0-sweeptest"
+    made = [base / name for base in factory.bases.values() for name in (alive_name, dead_name)]
+    for d in made:
+        d.mkdir()
+    try:
+        factory.sweep()
+        assert all(d.exists() == (d.name == alive_name) for d in made), [(d, d.exists()) for d in made]
+    finally:
+        for d in made:
+            if d.exists():
+                d.rmdir()
+
+    base = next(iter(factory.bases.values()))
+    busy = base / f"ampquiz-run-{os.getpid()}-1-busytest"
+    (busy / "child").mkdir(parents=True)  # a cgroup folder with a child cannot be removed yet
+    try:
+        cgroup.RunCgroup({"x": busy}).remove()
+        assert busy.exists() and busy in cgroup._LEFT_BEHIND
+        (busy / "child").rmdir()
+        cgroup.RunCgroup({}).remove()  # the next removal of any run tries it again
+        assert not busy.exists() and busy not in cgroup._LEFT_BEHIND
+    finally:
+        if (busy / "child").exists():
+            (busy / "child").rmdir()
+        if busy.exists():
+            busy.rmdir()
