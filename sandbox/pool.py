@@ -72,6 +72,8 @@ class Sandbox:
             "allow_cuda": allow_cuda,
         }
         self._link = ZygoteLink(config, self.zygote_timeout_s)
+        self._cgroups_work = False
+        """Whether a runner of this pool has joined a cgroup: from then on, one that cannot is refused."""
         self._ready: queue.Queue[Slot] = queue.Queue()
         self._ready_lock = threading.Lock()
         self._wanted = threading.Semaphore(0)
@@ -268,6 +270,12 @@ class Sandbox:
                 raise SandboxError(said or "a sandbox runner died while starting")
             if msg["type"] == "hello":
                 slot.cgroup = msg.get("cgroup")
+                if slot.cgroup:
+                    self._cgroups_work = True
+                elif self._cgroups_work:
+                    # Runners here have joined cgroups (memory, process and CPU caps): one that
+                    # could not is refused rather than run without them (a host out of cgroups).
+                    raise SandboxError("a sandbox runner could not make its cgroup, so it would run without its caps")
             elif msg["type"] == "ready":
                 slot.environment = msg["environment"]
                 break

@@ -264,3 +264,33 @@ def test_a_sweep_leaves_a_living_pools_cgroups_and_a_slow_removal_is_tried_again
             (busy / "child").rmdir()
         if busy.exists():
             busy.rmdir()
+
+
+def test_once_runners_join_cgroups_one_that_cannot_is_refused_not_run_uncapped() -> None:
+    """A host out of cgroups (65,535 memory cgroups on v1, say) made every later run go on
+    without its memory, process and CPU caps, said only by their absence from `protections`. A
+    pool none of whose runners ever joined one (a host that gives none) still runs them."""
+    import socket
+
+    from sandbox import SandboxError, wire
+    from sandbox.collect import Slot
+
+    pool = Sandbox(workers=1)  # not started: only its reading of a runner's first messages is used
+    for joined_before in (False, True):
+        pool._cgroups_work = joined_before
+        ours, theirs = socket.socketpair()
+        slot = Slot(pid=os.getpid(), sock=ours, out_fd=-1, err_fd=-1)
+        wire.send(theirs, {"type": "hello", "cgroup": None})
+        wire.send(theirs, {"type": "ready", "environment": {}})
+        try:
+            if joined_before:
+                with pytest.raises(SandboxError, match="could not make its cgroup"):
+                    pool._wait_until_ready(slot)
+            else:
+                pool._wait_until_ready(slot)
+                assert slot.environment == {} and slot.cgroup is None
+        finally:
+            if slot.watch is not None:
+                os.close(slot.watch)
+            ours.close()
+            theirs.close()
