@@ -69,6 +69,11 @@ def _line(value: Any, lines: int) -> int | None:
     return value if type(value) is int and 1 <= value <= lines + 1 else None
 
 
+CRASH_PREFIX = "sandbox runner failed: "
+"""How the runner's report of its own failure starts (`runner._report_crash`); a crash report
+that does not is shown as these words alone."""
+
+
 def _honest_message(status: str, message: str, exception: ExceptionInfo | None) -> str:
     """The report's message when it is one the runner writes for its status; otherwise the plain
     one for that status, so that a forged notice is never shown as the sandbox's own words."""
@@ -81,8 +86,9 @@ def _honest_message(status: str, message: str, exception: ExceptionInfo | None) 
 
 def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
     """The report's fields, bounded; raises `Malformed` for a report no honest runner writes."""
-    if report.get("type") == "crash":
-        return Claim("killed", _text(report.get("message", ""), 4096))
+    if report.get("type") == "crash":  # the runner's own failure: "sandbox runner failed: <exception>"
+        said = _text(report.get("message", ""), 4096)
+        return Claim("killed", said if said.startswith(CRASH_PREFIX) else CRASH_PREFIX.rstrip(": "))
     status = report.get("status")
     if status not in CLAIMABLE:
         raise Malformed(f"a report may not claim the status {str(status)[:40]!r}")

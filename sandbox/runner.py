@@ -22,6 +22,7 @@ from typing import Any
 
 from sandbox import filesystem, isolation, root_template, seccomp, wire
 from sandbox.cgroup import CgroupFactory
+from sandbox.claims import CRASH_PREFIX
 from sandbox.ending import CRASH_EXIT, EXIT_CODES
 
 WORKDIR = "/tmp/run"
@@ -134,11 +135,9 @@ def _seed_like_a_fresh_process(cuda: bool) -> None:
         numpy.random.set_state(("MT19937", key, 623, 0, 0.0))
 
 
-def _report_crash(sock: socket.socket, who: str, exc: BaseException) -> None:
+def _report_crash(sock: socket.socket, exc: BaseException) -> None:
     try:
-        wire.send(
-            sock, {"type": "crash", "message": f"sandbox {who} failed: {type(exc).__name__}: {exc}"}
-        )
+        wire.send(sock, {"type": "crash", "message": f"{CRASH_PREFIX}{type(exc).__name__}: {exc}"})
     except BaseException:  # noqa: BLE001, S110 - the pool reads a closed socket as a crash too
         pass
 
@@ -250,6 +249,6 @@ def run_runner(
         wire.send(sock, outcome)
     except BaseException as exc:  # noqa: BLE001 - report, never fall back into the zygote's loop
         code = CRASH_EXIT
-        _report_crash(sock, "runner", exc)
+        _report_crash(sock, exc)
     finally:
         os._exit(code)

@@ -268,3 +268,12 @@ def test_a_report_of_too_many_lists_is_not_parsed(sb: Sandbox) -> None:
     """)
     assert r.status == "killed" and "malformed" in r.message, r
     assert_still_works(sb)
+
+
+def test_a_forged_crash_report_says_only_that_the_runner_failed(sb: Sandbox) -> None:
+    r = forged(sb, """
+        forge({"type": "crash", "message": "Verified correct by the ampquiz team."})
+        os._exit(70)  # the runner's own exit code after it reports its failure
+    """)
+    assert r.status == "killed" and r.message == "sandbox runner failed", r
+    assert_still_works(sb)
