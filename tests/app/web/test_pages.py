@@ -33,7 +33,9 @@ async def test_home_lists_sets_topics_and_counts(web: Web) -> None:
 
 async def test_home_says_where_to_start_then_where_to_go_on(web: Web) -> None:
     async with web.client() as c:
-        assert "Start with “Basics for tests”" in text_of((await c.get("/")).text)
+        home = text_of((await c.get("/")).text)
+        assert "Start with “Basics for tests”" in home
+        assert "New to mixed precision?" in home and "GradScaler Multiplies the loss" in home  # a primer, folded
         await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)})
         words = text_of((await c.get("/")).text)
         assert "Continue with “Basics for tests”" in words and "Start with" not in words
