@@ -105,6 +105,23 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     expect(page.locator(".topics-table")).to_contain_text("50%")  # autocast-basics: 1 of 2 right
     page.screenshot(path=str(shots / "progress.png"), full_page=True)
 
+    # The history's times are the reader's own (the server writes UTC, and says so without JS).
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    stamp = history.nth(0).locator("time")
+    at = datetime.fromisoformat(stamp.get_attribute("datetime"))
+    expect(stamp).to_have_text(at.astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%d %H:%M"))
+    india = page.context.browser.new_context(timezone_id="Asia/Kolkata")
+    try:
+        india.add_cookies(page.context.cookies())
+        there = india.new_page()
+        there.goto(server.url + "/progress")
+        expect(there.locator("table.history tbody tr time").first).to_have_text(
+            at.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%Y-%m-%d %H:%M"))
+    finally:
+        india.close()
+
 
 def test_friendly_404_page(server: Server, page: Page) -> None:
     response = page.goto(server.url + "/questions/not-a-question")

@@ -102,6 +102,17 @@
     renumber();
   }
 
+  // ---- times in the reader's own zone (the server writes UTC, and says so, for pages without JS) ----
+  function localTimes() {
+    const pad = function (n) { return String(n).padStart(2, "0"); };
+    document.querySelectorAll("time[data-local-time]").forEach(function (el) {
+      const at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      el.textContent = at.getFullYear() + "-" + pad(at.getMonth() + 1) + "-" + pad(at.getDate()) + " " +
+        pad(at.getHours()) + ":" + pad(at.getMinutes());
+    });
+  }
+
   // ---- running without a reload ------------------------------------------------------------------
   function setUpRunForm(form) {
     const section = document.getElementById("run-result");
@@ -221,6 +232,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    localTimes();
     document.querySelectorAll("[data-editor]").forEach(setUpEditor);
     const runForm = document.getElementById("run-form");
     if (runForm && runForm.dataset.panel) setUpRunForm(runForm);
