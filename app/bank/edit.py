@@ -29,7 +29,9 @@ NEW_QUESTION = {
 def _yaml() -> YAML:
     y = YAML()
     y.preserve_quotes = True
-    y.width = 100
+    # Never re-wrap: at 100 columns a round trip re-folded 1,158 of the bank's lines the author
+    # never touched (the diff of one "use this output" ran over the whole file).
+    y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
     return y
 

@@ -62,3 +62,17 @@ def test_with_no_single_right_choice_it_says_what_to_do() -> None:
     both_right = SET.replace("correct: false", "correct: true")
     with pytest.raises(ValueError, match="mark the one right choice"):
         edit.set_answer(both_right, "mc", "1\n")
+
+
+def test_an_edit_leaves_every_line_it_did_not_change_as_the_author_wrote_it() -> None:
+    """Adding a question to each of the bank's files removes or rewrites none of its lines (at
+    100 columns the round trip re-folded 1,158 of them; a blank line at the end may go)."""
+    import difflib
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parents[3] / "questions").glob("*.yaml")):
+        text = path.read_text()
+        changed = [line for line in difflib.unified_diff(text.splitlines(), edit.add_question(text, "brand-new").splitlines(),
+                                                         lineterm="", n=0)
+                   if line.startswith("-") and not line.startswith("---") and line[1:].strip()]  # fmt: skip
+        assert changed == [], (path.name, changed[:5])
