@@ -115,7 +115,13 @@ def run_refusal(exc: Exception) -> AppError | None:
     return None
 
 
-def too_large_message(settings: Any) -> str:
+STUDIO_FILE_BYTES = 512 * 1024
+"""The largest question-set file the studio reads."""
+
+
+def too_large_message(settings: Any, path: str = "") -> str:
+    if path.startswith("/studio/"):
+        return f"That request is too large to read; a question-set file is limited to {STUDIO_FILE_BYTES // 1024} KiB."
     limit = f"; code is limited to {settings.max_code_bytes} bytes" if settings else ""
     return f"That request is too large to read{limit}."
 
@@ -188,7 +194,7 @@ def install_error_handlers(app: FastAPI) -> None:
             if exc.detail and exc.detail != "Not Found":
                 message = str(exc.detail)
         elif exc.status_code == 413:  # app.web.middleware.BodyLimit stopped reading a streamed body
-            message = too_large_message(getattr(request.app.state, "settings", None))
+            message = too_large_message(getattr(request.app.state, "settings", None), request.url.path)
         else:
             message = str(exc.detail)
         return render_error(request, exc.status_code, message, dict(exc.headers or {}))

@@ -29,7 +29,7 @@ from app.settings import Settings
 from app.store import Store, utcnow
 from app.web import api, health, interview, pages, playground, review_session, studio
 from app.web.docs import has_local_docs, mount_docs
-from app.web.errors import install_error_handlers
+from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
 from app.web.render import STATIC, make_templates
 from app.web.state import WebState
@@ -105,7 +105,8 @@ def create_app(
     )
     app.state.templates = templates
     app.state.settings = settings
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes())  # innermost of ours
+    # innermost of ours; a studio call carries a whole set file, JSON-escaped (up to 6 bytes a character)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes(), studio_max_bytes=STUDIO_FILE_BYTES * 6 + 4096)
     app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
     app.add_middleware(SameOrigin)
     app.add_middleware(SecurityHeaders)

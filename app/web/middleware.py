@@ -108,16 +108,19 @@ class BodyLimit:
     the one error shape.)
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, studio_max_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.studio_max_bytes = studio_max_bytes or max_bytes
+        """The studio's calls carry a whole question-set file, larger than any snippet."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.studio_max_bytes if scope["path"].startswith("/studio/") else self.max_bytes
         for key, value in scope["headers"]:
-            if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+            if key == b"content-length" and value.isdigit() and int(value) > limit:
                 await _too_large(scope)(scope, receive, send)
                 return
         seen = 0
@@ -126,7 +129,7 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
+            if seen > limit:
                 # Raised where the app reads the body; the error handlers render it.
                 raise StarletteHTTPException(413)
             return message
@@ -135,7 +138,8 @@ class BodyLimit:
 
 
 def _too_large(scope: Scope) -> Response:
-    return render_error(Request(scope), 413, too_large_message(scope["app"].state.settings))
+    request = Request(scope)
+    return render_error(request, 413, too_large_message(scope["app"].state.settings, request.url.path))
 
 
 def _cookies(scope: Scope) -> list[tuple[str, str]]:

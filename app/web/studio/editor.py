@@ -30,7 +30,7 @@ from app.bank.load import (
 from app.grading import grade
 from app.verify.check import check
 from app.web.deps import State
-from app.web.errors import AppError, NotFound, run_refusal
+from app.web.errors import STUDIO_FILE_BYTES, AppError, NotFound, run_refusal
 from app.web.pages import question_context
 from app.web.render import page
 from app.web.state import WebState
@@ -39,7 +39,6 @@ from app.web.studio.view import studio_page
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
 FILE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.ya?ml$")
-MAX_YAML_BYTES = 512 * 1024
 
 
 def bank_folder(state: WebState) -> Path:
@@ -61,8 +60,8 @@ def _parse(name: str, text: str, state: WebState | None = None) -> tuple[Any, li
     """The file's text as the loader reads it, and its problems. With `state`, as the bank would
     take it: also an id used twice in the file or already served by another file (either leaves
     the file out whole, as `ampquiz lint` says)."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
-        raise AppError(f"That file is over {MAX_YAML_BYTES // 1024} KiB.")
+    if len(text.encode("utf-8", "surrogatepass")) > STUDIO_FILE_BYTES:
+        raise AppError(f"That file is over {STUDIO_FILE_BYTES // 1024} KiB.")
     loaded, problems = load_text(text, Path(name).stem, name)
     if loaded is not None and state is not None:
         problems = duplicate_ids(loaded) + ids_taken_elsewhere(loaded, state.bank, bank_folder(state) / name)

@@ -58,3 +58,19 @@ async def test_a_preview_after_a_right_answer_says_when_the_run_contradicts_the_
                                                           "answered": "true"}, headers=who)  # fmt: skip
             assert shown.status_code == 200, shown.text[:300]
             assert ("data-key-problem" in shown.text) == contradicted
+
+
+async def test_a_large_set_file_is_read_up_to_the_studios_own_limit_and_refused_in_its_words(web: Web) -> None:
+    """The snippet-sized body limit (about 240 KB) refused a 300 KB set file the studio accepts,
+    saying "code is limited to 20000 bytes"."""
+    big = BANK["basics.yaml"] + "# " + "x" * 300_000 + "\n"
+    huge = BANK["basics.yaml"] + "# " + "x" * 600_000 + "\n"
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
+        read = await c.post("/studio/api/check", content=json.dumps({"name": "basics.yaml", "text": big}), headers=who)
+        assert read.status_code == 200 and read.json()["problems"] == [], read.text[:300]
+        refused = await c.post("/studio/api/check", content=json.dumps({"name": "basics.yaml", "text": huge}), headers=who)
+        assert refused.status_code in (400, 413) and "512 KiB" in refused.json()["error"], refused.text[:300]
+        escaped = await c.post("/studio/api/check", content=json.dumps({"name": "basics.yaml", "text": "é" * 600_000}), headers=who)
+        assert escaped.status_code in (400, 413) and "512 KiB" in escaped.json()["error"], escaped.text[:300]
