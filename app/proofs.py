@@ -253,8 +253,10 @@ class Prover:
         device = "cuda" if loaded.question.requires == "cuda" else None
         try:
             run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
-            # Twice: code that prints something else each time proves nothing (see `check`).
-            again = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
+            # Twice (unless the first says nothing): code that prints something else each time
+            # proves nothing (see `check`).
+            settled = run.status != "unavailable" and run.status not in TRANSIENT
+            again = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background") if settled else run
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
             await asyncio.sleep(2)

@@ -55,9 +55,9 @@ def skip_reason(question: AnyQuestion, device_kind: str) -> str | None:
     return None
 
 
-def _diff(expected: str, actual: str, label: str) -> str:
+def _diff(expected: str, actual: str, label: str, *, names: tuple[str, str] = ("expected", "actual")) -> str:
     lines = difflib.unified_diff(
-        expected.splitlines(), actual.splitlines(), f"expected {label}", f"actual {label}", lineterm=""
+        expected.splitlines(), actual.splitlines(), f"{names[0]} {label}", f"{names[1]} {label}", lineterm=""
     )
     return "\n".join(lines)
 
@@ -137,7 +137,7 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
         out.result = "fail"
         out.reason = ("the code does not do the same thing each time it runs, so no key can be proved by running it: "
                       "seed the random generators, and print nothing that depends on timing or memory addresses")  # fmt: skip
-        out.diff = _diff(normalise_output(run.stdout), normalise_output(again.stdout), "output").replace("actual output", "output of a second run").replace("expected output", "output of a first run")
+        out.diff = _diff(normalise_output(run.stdout), normalise_output(again.stdout), "output", names=("a first run's", "a second run's"))
         return out
     if isinstance(q, PredictOutputQuestion):
         expected = normalise_output(q.device_answers.get(device, q.answer))

@@ -15,10 +15,11 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from app.bank.load import LoadedQuestion
+from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.schema import MultipleChoiceQuestion
-from app.bank_index import index_of
+from app.bank_index import BankIndex, index_of
 from app.grading import AnswerError, describe_tolerance, multiple_answers, regrade
+from app.progress import Standing
 from app.public_question import excerpt, title_of
 from app.web.errors import NotFound
 from app.web.lean_routes import (
@@ -70,7 +71,7 @@ async def home(request: Request) -> Response:
     return await in_thread(state, build)
 
 
-def _where_next(standing: Any, index: Any) -> tuple[Any, bool]:
+def _where_next(standing: Standing, index: BankIndex) -> tuple[LoadedSet | None, bool]:
     """The set home suggests, and whether the learner is continuing it: the set of the question
     they answered last while it has questions they have not; else the starter set, else the
     first with any, while one has (None once every question is answered)."""
