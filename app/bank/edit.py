@@ -10,7 +10,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from app.bank.load import yaml_problems
+from app.bank.yaml_tree import yaml_problems
 
 NEW_QUESTION = {
     "kind": "predict_output",

@@ -96,7 +96,7 @@ def test_the_live_bank_keeps_what_it_served_when_a_newer_file_takes_an_id(tmp_pa
 def test_files_are_built_as_pyyaml_builds_them(text: str) -> None:
     import yaml
 
-    from app.bank.load import _LOADER, _construct_document
+    from app.bank.yaml_tree import _LOADER, _construct_document
 
     def pyyaml() -> object:
         try:
