@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.ending import CLAIMABLE
-from sandbox.execute import HONEST_MESSAGES
+from sandbox.execute import HONEST_MESSAGES, RAISED
 from sandbox.result import NEEDS_CUDA, ExceptionInfo, WarningInfo
 
 # An honest report's bounds (sandbox.execute: MAX_TEXT plus its "… [N more characters]" marker,
@@ -80,7 +80,7 @@ def _honest_message(status: str, message: str, exception: ExceptionInfo | None) 
     if HONEST_MESSAGES[status].fullmatch(message):
         return message
     if status == "error":
-        return f"The snippet raised {exception.type}." if exception else "The snippet ended with an error."
+        return RAISED.format(type=exception.type, where="") if exception else "The snippet ended with an error."
     return {"memory": "The snippet ran out of its memory allowance.", "unavailable": NEEDS_CUDA.format(subject="This snippet")}.get(status, "")
 
 

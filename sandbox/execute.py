@@ -95,14 +95,31 @@ class WarningRecorder:
         self.items.append({"category": category.__name__, "message": clean(key[1], 2048), "line": where})
 
 
+EXITED = "The snippet called sys.exit({code})."
+RAISED = "The snippet raised {type}{where}."
+OUT_OF_MEMORY = "The snippet ran out of its memory allowance ({error})."
+"""The sentences `classify` writes (filled in with `str.format`)."""
+
+
+def _honest(template: str, **parts: str) -> str:
+    """`template` as a pattern: its words as they are, each {part} as `parts` says."""
+    pattern = re.escape(template)
+    for name, part in parts.items():
+        pattern = pattern.replace(re.escape("{" + name + "}"), part)
+    return pattern
+
+
+_EXITED = _honest(EXITED, code=".{0,300}")
+_RAISED = _honest(RAISED, type=r"[\w.<>]{1,200}", where=r"( on line \d{1,7})?") + "(" + re.escape(REFUSED) + ")?"
 HONEST_MESSAGES = {
-    "ok": re.compile(r"(The snippet called sys\.exit\(.{0,300}\)\.)?", re.DOTALL),
-    "error": re.compile(r"The snippet (called sys\.exit\(.{0,300}\)|raised [\w.]{1,200}( on line \d{1,7})?)\.(" + re.escape(REFUSED) + ")?", re.DOTALL),
-    "memory": re.compile(r"The snippet ran out of its memory allowance \(.{0,300}\)\.", re.DOTALL),
+    "ok": re.compile(f"({_EXITED})?", re.DOTALL),
+    "error": re.compile(f"{_EXITED}|{_RAISED}", re.DOTALL),
+    "memory": re.compile(_honest(OUT_OF_MEMORY, error=".{0,300}"), re.DOTALL),
     "unavailable": re.compile(re.escape(NEEDS_CUDA.format(subject="This snippet"))),
 }
-"""The messages `classify` writes, per status: the pool shows a report's message only when it is
-one of these (a forged one said "Verified correct by the ampquiz team…")."""
+"""The messages `classify` writes, per status, as patterns made from the same sentences: the pool
+shows a report's message only when it is one of these (a forged one said "Verified correct by the
+ampquiz team…")."""
 
 
 def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tuple[str, str]:
@@ -112,8 +129,8 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
     if isinstance(exc, SystemExit):
         code = exc.code
         if code in (None, 0):
-            return "ok", "The snippet called sys.exit(0)."
-        return "error", f"The snippet called sys.exit({code!r})."
+            return "ok", EXITED.format(code=0)
+        return "error", EXITED.format(code=repr(code)[:300])
     text = f"{exception['type']}: {exception['message']}" if exception else repr(exc)
     message = exception["message"] if exception else ""
     if (
@@ -121,11 +138,11 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
         or type(exc).__name__ == "OutOfMemoryError"  # torch.OutOfMemoryError, CUDA's
         or (isinstance(exc, RuntimeError) and any(s in message for s in _ALLOCATOR_FAILED))
     ):
-        return "memory", f"The snippet ran out of its memory allowance ({text.splitlines()[0][:300]})."
+        return "memory", OUT_OF_MEMORY.format(error=text.splitlines()[0][:300])
     if any(s in message for s in _NO_CUDA):
         return "unavailable", NEEDS_CUDA.format(subject="This snippet")
     where = f" on line {exception['line']}" if exception and exception.get("line") else ""
-    said = f"The snippet raised {exception['type'] if exception else type(exc).__name__}{where}."
+    said = RAISED.format(type=exception["type"] if exception else type(exc).__name__, where=where)
     if isinstance(exc, OSError) and exc.errno == errno.EPERM:
         said += REFUSED
     return "error", said

@@ -255,6 +255,11 @@ def test_a_forged_notice_is_never_shown_as_the_sandboxs_words(sb: Sandbox) -> No
     assert r.status == "error" and r.message == "The snippet raised AssertionError.", r
     honest = sb.run("assert 1 == 2\n")
     assert honest.message == "The snippet raised AssertionError on line 1.", honest
+    # every sentence the runner writes gets through: a class of a function's own, a long exit code
+    local = sb.run("def f():\n    class E(Exception): pass\n    raise E('x')\nf()\n")
+    assert local.message == "The snippet raised f.<locals>.E on line 3.", local
+    long_exit = sb.run("import sys\nsys.exit('bye ' * 200)\n")
+    assert long_exit.message.startswith("The snippet called sys.exit('bye bye"), long_exit
     assert_still_works(sb)
 
 
