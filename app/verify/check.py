@@ -120,6 +120,12 @@ def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, exp
     return problems
 
 
+def same_each_time(run: RunResult, again: RunResult) -> bool:
+    """Whether two runs of the same code did the same thing: how it ended, what it printed, what
+    it raised. A key needs that; code that prints a random value has none."""
+    return _what_it_did(run) == _what_it_did(again)
+
+
 def _what_it_did(run: RunResult) -> tuple[str, str, str]:
     return run.status, normalise_output(run.stdout), run.exception.type if run.exception else ""
 
@@ -133,7 +139,7 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
     if run.status == "unavailable" or (again is not None and again.status == "unavailable"):
         out.result, out.reason = "skip", run.message or (again.message if again else "")
         return out
-    if again is not None and _what_it_did(again) != _what_it_did(run):
+    if again is not None and not same_each_time(run, again):
         out.result = "fail"
         out.reason = ("the code does not do the same thing each time it runs, so no key can be proved by running it: "
                       "seed the random generators, and print nothing that depends on timing or memory addresses")  # fmt: skip

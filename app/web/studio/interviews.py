@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.interview import model, snippets
 from app.public_question import title_of
+from app.verify.check import same_each_time
 from app.web.deps import State
 from app.web.state import WebState
 from app.web.studio.auth import Instructor
@@ -57,7 +58,7 @@ async def create(
                 raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
             # Its output is the key: code that prints something else each time has none.
             again = await state.run_queue.run(code, owners=state.owners(request))
-            if again.stdout != run.stdout:
+            if not same_each_time(run, again):
                 raise ValueError(f"ad-hoc snippet {n} printed something else when run again, so it has no one answer: "
                                  "seed the random generators, and print nothing that depends on timing")  # fmt: skip
             entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
