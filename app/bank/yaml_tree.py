@@ -49,112 +49,140 @@ class ParsedYaml:
         return mark.line + 1, mark.column + 1
 
 
-def _shared_collection(root: yaml.Node) -> yaml.Node | None:
-    """A list or mapping the document reaches twice (through an alias), if any. A question file
-    is a tree: walking a shared one over and over (`a: &a [*a]`, or aliases nested a few levels,
-    each doubling what a walk sees) took seconds for a few hundred bytes."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.ScalarNode):
-            continue
-        if id(node) in seen:
-            return node
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack += (key, value)
-        elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
-    return None
-
-
-def _duplicate_keys(node: yaml.Node, path: str) -> list[Problem]:
-    problems = []
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                m = key.start_mark
-                problems.append(Problem(path, m.line + 1, m.column + 1, "a key must be a plain word, not a list or mapping"))
-                continue
-            if key.value in seen:
-                m = key.start_mark
-                problems.append(Problem(path, m.line + 1, m.column + 1, f"duplicate key {key.value!r}"))
-            seen.add(key.value)
-            problems += _duplicate_keys(value, path)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            problems += _duplicate_keys(item, path)
-    return problems
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's loader where PyYAML was built with it: ~11x faster here (1.9 ms against 23 ms for a
-set file), with the same nodes and line/column marks, so problems still point at file:line:col."""
-
-
 _STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+_OWN_KEY_TAGS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
+_Scalar, _Sequence, _Mapping = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+_RESOLVED: dict[str, str] = {}
+"""Tags of short plain scalars already resolved, shared by every file read (bounded: `_Loader.resolve`)."""
 
 
-class _Unusual(Exception):
-    """A node `_construct` leaves to PyYAML's constructor: the whole document goes to it."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's loader where PyYAML was built with it: ~11x faster here (1.9 ms against 23 ms for a
+    set file), with the same nodes and line/column marks, so problems still point at file:line:col.
+
+    Its tags are resolved as PyYAML's own `resolve` does for a safe loader (which has no path
+    resolvers), with fewer steps: libyaml calls it once for every node, from Python, and it was a
+    sixth of reading a file. A plain word seen before (keys, mostly) is looked up, not matched."""
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is _Scalar:
+            if not implicit[0]:
+                return _STR
+            tag = _RESOLVED.get(value)
+            if tag is not None:
+                return tag
+            tag = _STR
+            for candidate, pattern in self.yaml_implicit_resolvers.get(value[:1], ()):
+                if pattern.match(value):
+                    tag = candidate
+                    break
+            if len(value) <= 40 and len(_RESOLVED) < 4096:
+                _RESOLVED[value] = tag
+            return tag
+        return _SEQ if kind is _Sequence else _MAP
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:  # no path resolvers
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
 
 
-def _construct(node: yaml.Node, loader: Any, seen: set[int]) -> Any:
-    """What `loader.construct_document(node)` gives, for the plain trees question files are
-    (mappings of string keys, sequences, scalars), without its per-node generators and dispatch:
-    a third of the time spent reading a file went there. A scalar of another type (a number, a
-    boolean, null, a date) is built by the loader's own constructor for its tag; anything else
-    (an alias to a mapping or sequence, a merge key, a tag of a collection's own) raises `_Unusual`."""
-    tag = node.tag
-    if tag == _STR and type(node) is yaml.ScalarNode:
-        return node.value
-    if type(node) is yaml.ScalarNode:
-        return loader.construct_object(node, deep=True)
-    if id(node) in seen:  # an anchored collection used twice (or within itself)
-        raise _Unusual
-    seen.add(id(node))
-    if tag == _MAP and type(node) is yaml.MappingNode:
-        out = {}
-        for key_node, value_node in node.value:
-            if type(key_node) is not yaml.ScalarNode or key_node.tag in ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"):
-                raise _Unusual
-            out[_construct(key_node, loader, seen)] = _construct(value_node, loader, seen)
-        return out
-    if tag == _SEQ and type(node) is yaml.SequenceNode:
-        return [_construct(item, loader, seen) for item in node.value]
-    raise _Unusual
+class _Shared(Exception):
+    """A list or mapping the document reaches a second time (through an alias)."""
+
+    def __init__(self, node: yaml.Node) -> None:
+        self.node = node
 
 
-def _construct_document(node: yaml.Node, loader: Any) -> Any:
-    try:
-        return _construct(node, loader, set())
-    except (_Unusual, yaml.YAMLError):  # PyYAML's constructor then does it all, its errors included
-        loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
-    return loader.construct_document(node)
+class _Walk:
+    """One pass over a document's nodes that builds its data as `loader.construct_document` would,
+    and finds what keeps it from being a question file's tree: a key that is not a plain word, a
+    key written twice, and a list or mapping reached twice through an alias (raises `_Shared`: a
+    question file is a tree, and walking a shared one over and over, `a: &a [*a]` or aliases
+    nested a few levels each doubling what a walk sees, took seconds for a few hundred bytes).
+
+    Data is built for the plain trees question files are (mappings of string keys, sequences,
+    scalars) without PyYAML's per-node generators and dispatch, a third of reading a file. A
+    scalar of another type (a number, a boolean, null, a date) is built by the loader's own
+    constructor for its tag. Anything else (a merge key, a collection's own tag, a scalar its
+    constructor refuses) sets `unusual`: PyYAML's constructor then builds the whole document."""
+
+    def __init__(self, loader: Any, path: str) -> None:
+        self.loader = loader
+        self.path = path
+        self.seen: set[int] = set()
+        self.problems: list[Problem] = []
+        self.unusual = False
+
+    def _problem(self, node: yaml.Node, message: str) -> None:
+        m = node.start_mark
+        self.problems.append(Problem(self.path, m.line + 1, m.column + 1, message))
+
+    def node(self, node: yaml.Node) -> Any:
+        kind = type(node)
+        if kind is _Scalar:
+            if node.tag == _STR:
+                return node.value
+            try:
+                return self.loader.construct_object(node, deep=True)
+            except yaml.YAMLError:
+                self.unusual = True
+                return None
+        if id(node) in self.seen:
+            raise _Shared(node)
+        self.seen.add(id(node))
+        if kind is _Mapping:
+            self.unusual |= node.tag != _MAP
+            out: dict[Any, Any] = {}
+            keys: set[str] = set()
+            for key_node, value_node in node.value:
+                if type(key_node) is not _Scalar:
+                    self._problem(key_node, "a key must be a plain word, not a list or mapping")
+                    self.node(key_node)  # walked all the same: an alias may share a list through it
+                    self.node(value_node)
+                    continue
+                if key_node.value in keys:
+                    self._problem(key_node, f"duplicate key {key_node.value!r}")
+                keys.add(key_node.value)
+                self.unusual |= key_node.tag in _OWN_KEY_TAGS
+                key = self.node(key_node)
+                value = self.node(value_node)
+                try:
+                    out[key] = value
+                except TypeError:  # a key its constructor made unhashable: PyYAML says so
+                    self.unusual = True
+            return out
+        if kind is _Sequence:
+            self.unusual |= node.tag != _SEQ
+            return [self.node(item) for item in node.value]
+        self.unusual = True
+        return None
 
 
 def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
     """The file's node tree and data, or the problems that stop it being a question file's tree."""
     try:
-        loader = _LOADER(text)
+        loader = _Loader(text)
     except UnicodeEncodeError as exc:  # a lone surrogate: only text typed in the studio has one
         return None, [Problem(path, 1, 1, f"the text has a character that is not Unicode text at position {exc.start}")]
     try:
         node = loader.get_single_node()
         if node is None:
             return None, [Problem(path, 1, 1, "file is empty: expected title, description and questions")]
-        shared = _shared_collection(node)
-        if shared is not None:
-            m = shared.start_mark
+        walk = _Walk(loader, path)
+        try:
+            data = walk.node(node)
+        except _Shared as shared:
+            m = shared.node.start_mark
             return None, [Problem(path, m.line + 1, m.column + 1,
                                   "this list or mapping is used again through an alias (*name): write it out where it is needed")]  # fmt: skip
-        dupes = _duplicate_keys(node, path)
-        if dupes:
-            return None, dupes
-        return ParsedYaml(node, _construct_document(node, loader)), []
+        if walk.problems:
+            return None, walk.problems
+        if walk.unusual:  # PyYAML's constructor builds it all, and raises its own errors
+            loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
+            data = loader.construct_document(node)
+        return ParsedYaml(node, data), []
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
