@@ -6,19 +6,14 @@ valid ones keep serving. Once `start()`ed, a thread of its own watches the files
 those that changed, and swaps the new bank in with one assignment: a request never waits for a
 reload (at 5,000 questions a full reload took seconds on the event loop). No web framework here.
 
-`ampquiz serve --processes N` reads the files once for all its processes (`BankSnapshot`): each
-web process starts from what was read, and reads again only the files changed since.
+`ampquiz serve --processes N` reads the files once for all its processes (`preload`, before they
+are forked): each starts from what was read, and reads again only the files changed since.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
-import os
-import pickle
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -43,86 +38,30 @@ def files_signature(paths: Iterable[Path]) -> tuple:
     return tuple(sig)
 
 
-SNAPSHOT_ENV = "_AMPQUIZ_BANK_SNAPSHOT"
-"""Where `serve`'s parent process tells its web processes to find the files it read (internal)."""
-SNAPSHOT_WAIT_S = 60.0
-"""How long a web process waits for that before reading every file itself."""
+_PRELOADED: dict[Path, FileCache] = {}
+"""What `preload` read, by bank folder."""
 
 
-class BankSnapshot:
-    """Every question file under `root` read once, in a thread of this process, and kept in a
-    file for other processes (`serve`'s web processes, spawned meanwhile) to start from.
-
-    Each process would otherwise parse the whole bank itself at start-up (about a second of CPU
-    at 5,000 questions, all of it YAML), competing for the cores with the others and with the
-    sandbox's torch import. What is kept is `load_bank`'s own per-file cache, (mtime, size) and
-    what loading the file gave, so a process still reads again any file changed since.
-    """
-
-    def __init__(self, root: Path | str, *, cpus: set[int] | None = None) -> None:
-        self.root = Path(root)
-        self.cpus = cpus
-        """The cores its thread reads on (`serve` leaves one to the sandbox pool's start)."""
-        self.folder = Path(tempfile.mkdtemp(prefix="ampquiz-bank-"))  # 0700: only this user
-        self.path = self.folder / "bank.pickle"
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> BankSnapshot:
-        self._thread = threading.Thread(target=self._write, name="bank-snapshot", daemon=True)
-        self._thread.start()
-        return self
-
-    def _write(self) -> None:
-        if self.cpus:
-            with contextlib.suppress(OSError):  # this thread only (Linux); it ends once written
-                os.sched_setaffinity(0, self.cpus)
-        cache: FileCache = {}
-        collecting = gc.isenabled()
-        gc.disable()  # as in `LiveBank.reload`: a collection would walk every node read meanwhile
-        try:
-            load_bank(self.root, cache=cache)
-            body = pickle.dumps({"root": str(self.root), "cache": cache}, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # each process then reads the files itself, as without a snapshot
-            log.exception("question bank: reading it once for every process failed")
-            body = b""
-        finally:
-            if collecting:
-                gc.enable()
-        del cache
-        partial = self.path.with_suffix(".partial")
-        partial.write_bytes(body)
-        os.replace(partial, self.path)  # a reader sees all of it or nothing
-
-    def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def read_snapshot(path: Path | str, root: Path, *, wait_s: float = SNAPSHOT_WAIT_S) -> FileCache:
-    """The files `BankSnapshot` read for `root`, once it has written them (waiting up to `wait_s`);
-    empty when there is none, it failed, or it is of another folder."""
-    path = Path(path)
-    deadline = time.monotonic() + wait_s
-    while not path.exists():
-        if time.monotonic() > deadline:
-            log.warning("question bank: no snapshot at %s after %.0f s: reading every file", path, wait_s)
-            return {}
-        time.sleep(0.02)
+def preload(root: Path | str) -> None:
+    """Reads the bank's files in this process, for the processes it forks next (`serve --processes
+    N`'s web processes, `app.web.preload`): each `LiveBank` of that folder starts from what was read,
+    shared with its siblings until one writes it, and reads again only the files changed since.
+    Each would otherwise parse the whole bank itself (about half a second of CPU at 5,000 questions)."""
+    collecting = gc.isenabled()
+    gc.disable()  # as in `LiveBank.reload`: nothing cyclic to find among a whole bank's new objects
     try:
-        body = path.read_bytes()
-        data = pickle.loads(body) if body else None
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
-        log.warning("question bank: unreadable snapshot %s (%s): reading every file", path, exc)
-        return {}
-    if not isinstance(data, dict) or data.get("root") != str(root):
-        return {}
-    cache = data.get("cache")
-    return cache if isinstance(cache, dict) else {}
+        cache: FileCache = {}
+        load_bank(root, cache=cache)
+        _PRELOADED[Path(root)] = cache
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class LiveBank:
     """The current bank and records; `current()` reloads them when their files changed."""
 
-    def __init__(self, root: Path, *, check_every_s: float = 2.0, snapshot: Path | str | None = None) -> None:
+    def __init__(self, root: Path, *, check_every_s: float = 2.0) -> None:
         self.root = Path(root)
         self.check_every_s = check_every_s
         self._lock = threading.RLock()
@@ -131,20 +70,12 @@ class LiveBank:
         self._records_signature: tuple | None = None
         self.bank = Bank()
         self.records: list[Record] = []
-        self._cache: FileCache = {}
+        self._cache: FileCache = dict(_PRELOADED.get(self.root, {}))  # see `preload`
         self.prepare: list[Callable[[Bank, list[Record]], object]] = []
         """Work to do on a new bank before it is served (in the reloading thread, so no request
         pays for it): the server warms what it caches per bank version here."""
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
-        if snapshot:  # another process read the files already: only those changed since are read
-            collecting = gc.isenabled()
-            gc.disable()  # as in `reload`: nothing cyclic to find among a whole bank's new objects
-            try:
-                self._cache = read_snapshot(snapshot, self.root)
-            finally:
-                if collecting:
-                    gc.enable()
         self.reload()
 
     def _record_files(self) -> list[Path]:

@@ -191,9 +191,9 @@ async def learner(conn: Connection, questions: list[dict], start: int, budget: l
 
 
 def web_pids(root: int) -> list[int]:
-    """The server's web processes: with `serve --processes N`, uvicorn's workers (spawned by
-    multiprocessing); with one, the serve process itself."""
-    workers = [pid for pid in _children(root) if b"multiprocessing.spawn" in _cmdline(pid)]
+    """The server's web processes: with `serve --processes N`, those its `app.web.preload` child
+    forked; with one, the serve process itself."""
+    workers = [pid for parent in _children(root) if b"app.web.preload" in _cmdline(parent) for pid in _children(parent)]
     return workers or [root]
 
 

@@ -2,16 +2,18 @@
 `AMPQUIZ_*`.
 
 With several processes (the default: one per core) the processes share one port, and one sandbox
-pool: this process starts it (`app.runs.pool_host`) before uvicorn spawns them, and hands them its
+pool: this process starts it (`app.runs.pool_host`) while `app.web.preload` starts them, and hands them its
 socket as `AMPQUIZ_WORKERS_URL`. With `AMPQUIZ_WORKERS_URL=nats://…` no sandbox starts here at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 
 
@@ -62,53 +64,60 @@ def _startup_cpus() -> set[int] | None:
 
 
 def _serve_processes(settings: object, processes: int, common: dict) -> int:
-    """uvicorn's process manager spawns the web processes; each builds its app from the
-    environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there first.
-
-    The pool starts first of all: its torch import is the longest part of start-up, and no
-    process can answer before it is done. Nothing here imports the web app (each process does)."""
+    """The web processes are forked by a process of their own (`app.web.preload`), which imports
+    the web app and reads the bank once for all of them, and keeps them alive. Each builds its
+    app from the environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there
+    first. The pool starts before anything else: its torch import is the longest part of
+    start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
+    from app.web.preload import UVICORN_ENV
 
     assert isinstance(settings, Settings)
-    host = snapshot = None
-    if not settings.workers_url:
-        # The pool starts while uvicorn spawns the processes; if it cannot, everything stops.
-        host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGINT)).start()
-        os.environ[Settings.env_name("workers_url")] = host.url
+    host = web = None
+    # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does: the web processes are told, and waited for.
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
     try:
-        import uvicorn
-
-        from app.live_bank import SNAPSHOT_ENV, BankSnapshot
-        from app.store import Store
-
-        # Made once here, not raced by N processes: the cookie key file and the database's tables.
-        os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()
-        Store(settings.database_url).close()
+        if not settings.workers_url:
+            # The pool starts while the web processes do; if it cannot, everything stops.
+            host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGINT)).start()
+            os.environ[Settings.env_name("workers_url")] = host.url
+        os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()  # made once, here
         for name in ("host", "port"):  # flags given on the command line reach the processes too
             os.environ[Settings.env_name(name)] = str(getattr(settings, name))
-        # The bank's files are read once, here, while the processes import the web app: each
-        # then starts from what was read instead of parsing every file itself.
         cpus = _startup_cpus() if host is not None else None
-        snapshot = BankSnapshot(settings.bank, cpus=cpus).start()
-        os.environ[SNAPSHOT_ENV] = str(snapshot.path)
         if cpus:  # read by `app.web.process`
             os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
-        uvicorn.run("app.web.process:create_app", factory=True, workers=processes, **common)
+        os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
+        web = subprocess.Popen([sys.executable, "-m", "app.web.preload"])
+        from app.store import Store
+
+        # The database's tables, made here while the web app is imported there (a process that
+        # comes to make them too waits its turn, then finds them).
+        Store(settings.database_url).close()
+        code = web.wait()
     except KeyboardInterrupt:
-        # The pool failed (its SIGINT) before uvicorn took over the signal: say why below.
-        if host is None or host.failure is None:
-            raise
+        # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
+        # only this one: either way the web processes are told once more, and waited for.
+        code = 0
+        if web is not None:
+            web.send_signal(signal.SIGINT)
+            try:
+                code = web.wait(timeout=common["timeout_graceful_shutdown"] + 5)
+            except subprocess.TimeoutExpired:
+                web.kill()
+                code = web.wait()
     finally:
-        if snapshot is not None:
-            snapshot.close()
         if host is not None:
             host.close()
     if host is not None and host.failure:
         print(f"ampquiz serve: {host.failure}", file=sys.stderr)
         return 1
-    return 0
+    if code < 0:  # killed (the OOM killer, kill -9): its web processes went with it
+        print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
+        return 1
+    return code
 
 
 def register(sub: argparse._SubParsersAction) -> None:

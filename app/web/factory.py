@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.live_bank import SNAPSHOT_ENV, LiveBank
+from app.live_bank import LiveBank
 from app.proofs import ProofBook, Prover
 from app.question_runs import QuestionRuns
 from app.run_queue import RunQueue
@@ -56,7 +55,7 @@ def create_app(
     the backend `settings.workers_url` names is opened); `clock`: for reviews."""
     settings = settings or Settings.from_env()
     store = Store(settings.database_url)
-    live_bank = LiveBank(settings.bank, snapshot=os.environ.get(SNAPSHOT_ENV))  # set by `serve --processes N`
+    live_bank = LiveBank(settings.bank)
     templates = make_templates()
 
     @asynccontextmanager

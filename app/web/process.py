@@ -1,5 +1,6 @@
-"""What `ampquiz serve --processes N` has uvicorn import in each web process it spawns:
-`create_app`, started so that the sandbox pool's own start is not slowed down by it.
+"""What `ampquiz serve --processes N`'s web processes run: `create_app`, started so that the
+sandbox pool's own start is not slowed down by it. `app.web.preload` imports this module once and
+forks the web processes from there, so these rules hold for it and for each of them.
 
 - No cyclic garbage collection until the app is built. A web process starts by importing the
   whole web stack and taking in the bank: hundreds of thousands of long-lived objects and no
@@ -11,9 +12,10 @@
   longest part of start-up) then has a core to itself instead of a third of one beside the web
   processes, while they start on the others.
 - Gone with `serve` (`_AMPQUIZ_SERVE_PID`): the kernel sends it SIGTERM when the process that
-  spawned it dies, however that dies. uvicorn's processes outlive a `serve` killed with SIGKILL
-  (the OOM killer, `kill -9`): they kept the port, so the next `serve` could not start, and kept
-  answering /healthz as if all were well, beside a sandbox pool that had died with `serve`.
+  started it dies, however that dies, and each web process forked from it the same when it dies.
+  uvicorn's processes outlive a `serve` killed with SIGKILL (the OOM killer, `kill -9`): they kept
+  the port, so the next `serve` could not start, and kept answering /healthz as if all were well,
+  beside a sandbox pool that had died with `serve`.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ SERVE_PID_ENV = "_AMPQUIZ_SERVE_PID"
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_serve() -> None:
-    serve = os.environ.get(SERVE_PID_ENV, "")
-    if not serve.isdigit() or not hasattr(os, "sched_getaffinity"):  # not from `serve`, or not Linux
+def _die_with(parent: int) -> None:
+    """SIGTERM to this process when `parent` dies (Linux; a fork does not inherit it)."""
+    if not hasattr(os, "sched_getaffinity"):  # not Linux
         return
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != int(serve):  # it died before the line above: nothing will tell us
+    if os.getppid() != parent:  # it died before the line above: nothing will tell us
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-_die_with_serve()
+_serve = os.environ.get(SERVE_PID_ENV, "")
+if _serve.isdigit():  # started by `serve`
+    _die_with(int(_serve))
+_IMPORTED_IN = os.getpid()
 
 STARTUP_CPUS_ENV = "_AMPQUIZ_STARTUP_CPUS"
 _allowed: set[int] = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
@@ -53,6 +58,8 @@ from app.web.factory import create_app as _create_app
 
 
 def create_app() -> FastAPI:
+    if os.getpid() != _IMPORTED_IN and _serve.isdigit():  # a web process forked by `app.web.preload`
+        _die_with(_IMPORTED_IN)
     try:
         return _create_app()
     finally:

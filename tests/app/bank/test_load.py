@@ -109,18 +109,22 @@ def test_files_are_built_as_pyyaml_builds_them(text: str) -> None:
     assert repr(parsed.data if parsed else problems and "an error") == repr(expected), problems
 
 
-def test_a_web_process_starts_from_the_snapshot_and_reads_only_changed_files(tmp_path: Path) -> None:
+def test_a_web_process_starts_from_the_preloaded_bank_and_reads_only_changed_files(tmp_path: Path) -> None:
+    """What `serve --processes N` reads once before forking its web processes: a bank of that
+    folder starts from it, and reads again only the file changed since; another folder's does not."""
     from app.bank import load
-    from app.live_bank import BankSnapshot, LiveBank
+    from app.live_bank import _PRELOADED, LiveBank, preload
 
     bank = tmp_path / "bank"
     bank.mkdir()
     write(bank, "a.yaml", one_question("qa", "A"), 1_000_000_000)
     write(bank, "b.yaml", one_question("qb", "B"), 1_000_000_000)
-    snapshot = BankSnapshot(bank).start()
+    preload(bank)
     try:
-        snapshot._thread.join()  # type: ignore[union-attr]
         write(bank, "b.yaml", one_question("qb", "B, edited since"), 2_000_000_000)
+        other = tmp_path / "other"
+        other.mkdir()
+        write(other, "a.yaml", one_question("qa", "elsewhere"), 1_000_000_000)
         read: list[str] = []
         real = load.load_file
 
@@ -130,31 +134,16 @@ def test_a_web_process_starts_from_the_snapshot_and_reads_only_changed_files(tmp
 
         load.load_file = counting  # type: ignore[assignment]
         try:
-            live = LiveBank(bank, snapshot=snapshot.path)
+            live = LiveBank(bank)
+            assert read == ["b.yaml"]
+            assert LiveBank(other).bank.question("qa").question.prompt == "elsewhere"
+            assert read == ["b.yaml", "a.yaml"]
         finally:
             load.load_file = real  # type: ignore[assignment]
-        assert read == ["b.yaml"]
         assert live.bank.question("qa").question.prompt == "A"
         assert live.bank.question("qb").question.prompt == "B, edited since"
     finally:
-        snapshot.close()
-    assert not snapshot.folder.exists()
-
-
-def test_a_snapshot_of_another_folder_or_a_failed_one_is_not_used(tmp_path: Path) -> None:
-    from app.live_bank import BankSnapshot, read_snapshot
-
-    write(tmp_path, "a.yaml", one_question("qa", "A"), 1_000_000_000)
-    snapshot = BankSnapshot(tmp_path).start()
-    try:
-        snapshot._thread.join()  # type: ignore[union-attr]
-        assert read_snapshot(snapshot.path, tmp_path)
-        assert read_snapshot(snapshot.path, tmp_path / "elsewhere") == {}
-        snapshot.path.write_bytes(b"")  # what a failed read leaves
-        assert read_snapshot(snapshot.path, tmp_path) == {}
-        assert read_snapshot(snapshot.folder / "never-written", tmp_path, wait_s=0.05) == {}
-    finally:
-        snapshot.close()
+        _PRELOADED.clear()
 
 
 @pytest.mark.parametrize(

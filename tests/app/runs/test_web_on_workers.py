@@ -4,7 +4,6 @@ sandbox of its own, answering, grading and showing runs from a remote `ampquiz w
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import Server
+from tests.support.server import Server, children, cmdline, web_processes
 from tests.support.web import positions
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
@@ -35,19 +34,6 @@ def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, Work
             worker.stop()
 
 
-def web_processes(server: Server) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], check=False, capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
-
-
-def cmdline(pid: int) -> str:
-    """What process `pid` runs ("" once it is gone)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
-
-
 def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tuple[Server, WorkerProcess]) -> None:
     server, _worker = deployment
     with httpx.Client(base_url=server.url, timeout=30) as c:
@@ -60,10 +46,11 @@ def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tu
         # Two web processes, and they started no sandbox: no zygote among them, every run on the
         # worker. (Waited for: the first healthy answer can come while uvicorn replaces a process
         # that missed its 5 s health ping on a loaded host; its log says so when it does.)
-        while len([p for p in web_processes(server) if "spawn_main" in cmdline(p)]) != 2:
+        while len(web_processes(server.proc.pid)) != 2:
             assert time.monotonic() < deadline, server.log.read_text()[-3000:]
             time.sleep(0.3)
-        assert not any("sandbox.zygote" in cmdline(p) for p in web_processes(server))
+        everything = children(server.proc.pid) + [c for p in children(server.proc.pid) for c in children(p)]
+        assert not any("sandbox.zygote" in cmdline(p) for p in everything)
 
         run = c.post("/api/run", json={"code": "import torch\nprint(torch.ones(2, 2).sum().item())"}).json()["run"]
         assert (run["status"], run["stdout"]) == ("ok", "4.0\n")

@@ -1,6 +1,7 @@
 """`app.web.process`, what each process of `serve --processes N` imports: it starts on the cores
 `serve` names, with no cyclic garbage collection, and has every core and the collector back
-once its app is built (a real process, as uvicorn spawns it; about two seconds)."""
+once its app is built (a real process; about two seconds). `serve --processes N`'s web
+processes are forked by `app.web.preload`, which keeps them alive."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.support.server import BANK, Server
+from tests.support.server import BANK, Server, children, cmdline, web_processes
 
 CHILD = """
 import gc, json, os
@@ -38,43 +40,72 @@ def test_a_web_process_starts_on_the_cores_it_is_given_and_then_has_them_all(tmp
 
 
 def _is_web_process(pid: int) -> bool:
+    return "app.web.preload" in cmdline(pid)  # forked from it: the same command line
+
+
+def _wait_for(what: str, check, seconds: float = 30.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+    return found
+
+
+def _two_web_processes(server: Server) -> list[int]:
+    assert server.proc is not None
+    # /healthz answers as soon as one web process is up: the other may still be starting.
+    return _wait_for("two web processes", lambda: len(w := web_processes(server.proc.pid)) == 2 and w)
+
+
+def _gone(pids: list[int]) -> None:
     try:
-        return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:  # gone
-        return False
-
-
-def _web_processes_of(serve: int) -> list[int]:
-    children = subprocess.run(["pgrep", "-P", str(serve)], capture_output=True, text=True, check=False).stdout
-    return [pid for pid in map(int, children.split()) if _is_web_process(pid)]
+        _wait_for(f"processes {pids} to go", lambda: not [p for p in pids if _is_web_process(p)], 15)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(tmp_path: Path) -> None:
     """Both web processes start at the first try on a database that does not exist yet (they
     once raced to make the same table: one died, and uvicorn started another, cold, seconds
-    later). And `serve` killed outright (the OOM killer, `kill -9`) leaves no web process behind:
-    uvicorn's would otherwise keep the port (the next `serve` cannot start) and keep saying all
-    is well beside a sandbox pool gone with `serve`."""
+    later). One that dies is replaced by a new fork, and the server keeps answering. And `serve`
+    killed outright (the OOM killer, `kill -9`) leaves no web process behind: they would
+    otherwise keep the port (the next `serve` cannot start) and keep saying all is well beside a
+    sandbox pool gone with `serve`."""
     server = Server(tmp_path, args=("--processes", "2"))
     server.start()
     assert server.proc is not None
-    # /healthz answers as soon as one web process is up: the other may still be starting.
-    started = time.monotonic() + 60
-    while len(web := _web_processes_of(server.proc.pid)) < 2 and time.monotonic() < started:
-        time.sleep(0.2)
-    assert len(web) == 2
+    web = _two_web_processes(server)
     time.sleep(1)  # a process that failed is noticed by uvicorn within half a second
     log = server.log.read_text()
     assert "Traceback" not in log and "died" not in log, log[-3000:]
-    assert _web_processes_of(server.proc.pid) == web
+    assert web_processes(server.proc.pid) == web
+
+    os.kill(web[0], signal.SIGKILL)
+    now = _wait_for("a new web process", lambda: len(w := web_processes(server.proc.pid)) == 2 and web[0] not in w and w)
+    assert web[1] in now
+    for _ in range(20):  # whichever process takes the connection, each answers
+        assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+
+    parent = [p for p in children(server.proc.pid) if "app.web.preload" in cmdline(p)]
     server.proc.kill()
     server.proc.wait()
-    deadline = time.monotonic() + 15
-    try:
-        while left := [p for p in web if _is_web_process(p)]:
-            assert time.monotonic() < deadline, f"web processes {left} outlived serve"
-            time.sleep(0.2)
-    finally:
-        for pid in web:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    _gone(now + parent)
+
+
+def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(tmp_path: Path) -> None:
+    """The process the web processes are forked from, killed outright: they go with it, and
+    `serve` ends saying so (with an error status a supervisor sees), its sandbox pool with it."""
+    server = Server(tmp_path, args=("--processes", "2"))
+    server.start()
+    assert server.proc is not None
+    web = _two_web_processes(server)
+    zygotes = [p for p in children(server.proc.pid) if "sandbox.zygote" in cmdline(p)]
+    assert zygotes
+    (parent,) = [p for p in children(server.proc.pid) if "app.web.preload" in cmdline(p)]
+    os.kill(parent, signal.SIGKILL)
+    assert server.proc.wait(timeout=30) == 1
+    assert "the web processes' parent ended (signal 9)" in server.log.read_text()
+    _gone(web)
+    _wait_for("the sandbox to stop", lambda: not any("sandbox.zygote" in cmdline(p) for p in zygotes), 15)
