@@ -28,6 +28,7 @@ from app.database import (
     rows_together,
     schema_turn,
 )
+from app.learner_summaries import KeptSummaries, KeptSummary, as_asked
 from app.store_rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
 from app.tables import (
     Attempt,
@@ -53,6 +54,10 @@ class Store:
     statements built once at import, one connection per call, no ORM objects: the ORM's session
     and identity map cost more CPU than the queries. Every method blocks for the database's round
     trip, so the web calls them from worker threads, never on its event loop."""
+
+    CATCH_UP = 20
+    """At most this many attempts made since a learner's kept summary are read to bring it up to
+    date; with more, the summary is read whole (about as cheap by then)."""
 
     KNOWN_LEARNERS = 100_000
     """Learners whose row this process saw written, so their next attempt skips that INSERT
@@ -92,9 +97,11 @@ class Store:
             self._write_card = DriverWrite(self.engine, sql.move_card(self.engine), columns=sql.CARD_COLUMNS)
         self._known_learners: set[str] = set()
         # The learner's busiest reads, on the driver's cursor (see DriverQuery).
-        self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent = (
-            DriverQuery(self.engine, q) for q in (sql.QUESTION_STATE, sql.ATTEMPT, sql.LATEST, sql.BY_TOPIC, sql.CARDS, sql.RECENT)
+        self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent, self._after = (
+            DriverQuery(self.engine, q)
+            for q in (sql.QUESTION_STATE, sql.ATTEMPT, sql.LATEST, sql.BY_TOPIC, sql.CARDS, sql.RECENT, sql.AFTER)
         )
+        self._summaries = KeptSummaries()
         self._writer: contextlib.AbstractContextManager[Any] = (
             SqliteWriterTurn(self.engine.url.database) if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
@@ -298,19 +305,51 @@ class Store:
     @reconnecting
     def learner_data(self, learner_id: str | None, recent: int = 100) -> LearnerData:
         """What one learner's pages need, summarised by the database: it grows with what the
-        learner answered, never with all their attempts (or the bank)."""
+        learner answered, never with all their attempts (or the bank). A summary this process
+        read before is brought up to date with the attempts made since (see
+        `app.learner_summaries`) instead of read whole again."""
         if not learner_id:
             return LearnerData()
-        key = {"learner": learner_id}
+        key, asked = {"learner": learner_id}, recent
+        kept = self._summaries.get(learner_id)
         with self.reads.connect() as conn:
+            if kept is not None and kept.recent_kept >= recent:
+                # The attempts since, then the count: one stored between the two reads makes the
+                # count larger than what was read, never the other way round.
+                since_rows, topic_rows = rows_together(conn, [
+                    (self._after, {**key, "after": kept.last_id, "limit": self.CATCH_UP + 1}), (self._by_topic, key),
+                ])  # fmt: skip
+                since = [_attempt(r) for r in since_rows]
+                by_topic = _by_topic(topic_rows)
+                if len(since) <= self.CATCH_UP and kept.whole_with(since, sum(n for n, _ in by_topic.values())):
+                    if since:
+                        kept = kept.catch_up(since, by_topic, self._cards_of(conn, learner_id, {a.question_id for a in since}))
+                        self._summaries.put(learner_id, kept)
+                    return as_asked(kept, asked)
+            recent = max(recent, kept.recent_kept if kept is not None else 0)
             reads = [(self._latest, key), (self._by_topic, key), (self._cards, key)]
             if recent:
                 reads.append((self._recent, {**key, "limit": recent}))
-            latest, by_topic, cards, *newest = rows_together(conn, reads)
-        return LearnerData(
-            latest, {t: (n, int(r or 0)) for t, n, r in by_topic}, {r[1]: _card(r) for r in cards},
+            latest, topic_rows, cards, *newest = rows_together(conn, reads)
+        data = LearnerData(
+            [(q, f, right) for q, f, right, _ in latest], _by_topic(topic_rows), {r[1]: _card(r) for r in cards},
             [_attempt(r) for r in newest[0]] if newest else [],
         )  # fmt: skip
+        kept = KeptSummary.of(data, latest, recent)
+        self._summaries.put(learner_id, kept)
+        return as_asked(kept, asked)
+
+    def _cards_of(self, conn: Any, learner_id: str, question_ids: set[str]) -> dict[str, CardRow]:
+        """The learner's cards for these questions, as read now (without the scheduler's JSON)."""
+        found = {}
+        for question_id in question_ids:
+            for row in self._card_of.rows(conn, {"learner": learner_id, "question": question_id}):
+                found[question_id] = _card(row[:5])
+        return found
+
+
+def _by_topic(rows: list[Any]) -> dict[str, tuple[int, int]]:
+    return {t: (n, int(r or 0)) for t, n, r in rows}
 
 
 def _card_write(card: CardRow | None, review: ReviewUpdate | None,

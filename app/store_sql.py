@@ -36,13 +36,20 @@ BY_SUBMIT = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A
 ATTEMPT = select(*ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
 SINCE = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)
 RECENT = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner")).order_by(_A.id.desc()).limit(bindparam("limit"))
+AFTER = (
+    select(*ATTEMPT_ROW)
+    .where(_A.learner_id == bindparam("learner"), _A.id > bindparam("after"))
+    .order_by(_A.id)
+    .limit(bindparam("limit"))
+)
+"""A learner's attempts newer than one they made, oldest first."""
 CARD = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint, _C.card).where(
     _C.learner_id == bindparam("learner"), _C.question_id == bindparam("question")
 )
 CARDS = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint).where(_C.learner_id == bindparam("learner"))
 """A learner's cards in CardRow's order, without the scheduler's JSON."""
 LATEST = (
-    select(LAST.c.question_id, LAST.c.fingerprint, LAST.c.correct)
+    select(LAST.c.question_id, LAST.c.fingerprint, LAST.c.correct, LAST.c.attempt_id)
     .where(LAST.c.learner_id == bindparam("learner"))
     .order_by(LAST.c.attempt_id)
 )

@@ -114,6 +114,63 @@ def _stored_the_usual_way(store: Store, query: DriverQuery, params: dict) -> lis
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_summary_kept_by_one_process_is_what_a_whole_read_gives(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A progress page's summary is kept between requests and brought up to date with what was
+    answered since: after each answer, through this process or another, to any question, version
+    or topic, with review cards moving, and with more answers than are caught up one by one, it
+    must be what a process that never read it reads whole. And an answer stored out of order (its
+    id older than one read already, as when two answers commit in the other order) is not missed."""
+    url = f"sqlite:///{tmp_path / 'a.db'}" if database == "sqlite" else request.getfixturevalue("postgres_url")
+    this, other = Store(url), Store(url)
+
+    def whole(recent: int) -> object:
+        fresh = Store(url)
+        try:
+            return fresh.learner_data("ann", recent=recent)
+        finally:
+            fresh.close()
+
+    def check() -> None:
+        for recent in (0, 20, 3, 100, 20):
+            assert this.learner_data("ann", recent=recent) == whole(recent), recent
+
+    check()  # nothing answered yet
+    for step, (writer, question, topic, correct, fingerprint) in enumerate([
+        (this, "q1", "autocast", False, "v1"), (other, "q1", "autocast", True, "v1"), (other, "q2", "scaler", False, "v1"),
+        (this, "q1", "autocast", False, "v2"), (other, "q3", "autocast", True, "v1"), (this, "q2", "scaler", True, "v1"),
+    ], start=1):  # fmt: skip
+        due = datetime(2030, 1, step, tzinfo=UTC)
+        writer.record_attempt("ann", question_id=question, set_id="s", topic=topic, kind="multiple_choice", answer=[step],
+                              correct=correct, fingerprint=fingerprint, review=ReviewUpdate("{}", due))  # fmt: skip
+        _answer(other, "bob", question, topic, correct)  # another learner's answers change nothing of ann's
+        check()
+    for n in range(Store.CATCH_UP + 5):  # more than are caught up one by one
+        _answer(other, "ann", f"q{n % 7}", "loss", n % 3 == 0)
+    check()
+
+    # An answer whose id is older than the newest read: made as a late commit leaves it.
+    _answer(other, "bob", "q9", "loss", True)
+    with other.engine.begin() as conn:
+        gap = conn.execute(text("SELECT max(id) FROM attempt WHERE learner_id = 'bob'")).scalar_one()
+    _answer(other, "ann", "q8", "loss", True)
+    check()
+    with other.engine.begin() as conn:
+        conn.execute(text("DELETE FROM attempt WHERE id = :id"), {"id": gap})
+        conn.execute(text("INSERT INTO attempt (id, learner_id, question_id, set_id, topic, kind, answer, correct, created_at, "
+                          "fingerprint) VALUES (:id, 'ann', 'q9', 's', 'late', 'multiple_choice', '[0]', :f, :t, 'v1')"),
+                     {"id": gap, "f": False, "t": datetime(2026, 1, 1)})  # fmt: skip
+        conn.execute(text("INSERT INTO topic_score (learner_id, topic, attempts, right_attempts) VALUES ('ann', 'late', 1, 0)"))
+        conn.execute(text("INSERT INTO last_answer (learner_id, question_id, fingerprint, attempt_id, correct) "
+                          "VALUES ('ann', 'q9', 'v1', :id, :f)"), {"id": gap, "f": False})  # fmt: skip
+    assert this.learner_data("ann", recent=20).by_topic["late"] == (1, 0)
+    check()
+    this.close()
+    other.close()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_the_busiest_reads_give_what_sqlalchemy_gives(
     database: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -142,8 +199,9 @@ def test_the_busiest_reads_give_what_sqlalchemy_gives(
     state = store.question_state("ann", "q1", "v1", attempt_id=oldest.id)
     assert state == (True, due, oldest)
 
-    params = {"learner": "ann", "question": "q1", "fingerprint": "v1", "limit": 10, "id": oldest.id}
+    params = {"learner": "ann", "question": "q1", "fingerprint": "v1", "limit": 10, "id": oldest.id, "after": oldest.id}
     for query in (
+        store._after,
         store._latest,
         store._cards,
         store._recent,
