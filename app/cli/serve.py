@@ -104,17 +104,17 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
         if web is not None:
             web.send_signal(signal.SIGINT)
             try:
-                code = web.wait(timeout=common["timeout_graceful_shutdown"] + 5)
+                web.wait(timeout=common["timeout_graceful_shutdown"] + 5)
             except subprocess.TimeoutExpired:
                 web.kill()
-                code = web.wait()
+                web.wait()
     finally:
         if host is not None:
             host.close()
     if host is not None and host.failure:
         print(f"ampquiz serve: {host.failure}", file=sys.stderr)
         return 1
-    if code < 0:  # killed (the OOM killer, kill -9): its web processes went with it
+    if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
         return 1
     return code
