@@ -17,7 +17,7 @@ for them; what the sandbox spends during the rounds is printed anyway.
 
 Targets (2-core CPU): server CPU per learner request <= 1 ms; throughput >= 0.3x the bare app's;
 p99 at 200 learners < 250 ms; PostgreSQL throughput >= SQLite's.
-Usage: `python bench/learners.py [--learners 10,50,200] [--requests 2400] [--processes N]
+Usage: `python bench/learners.py [--learners 10,50,200] [--requests 2400] [--processes N] [--history N]
 [--postgres postgresql+psycopg://postgres@127.0.0.1:5432/test | --no-postgres] [--baseline DIR]`
 (`--baseline DIR`: a tree of an earlier commit, served on each database beside this one, for before/after).
 """
@@ -362,7 +362,8 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
             # They are learners of their own, not the measured ones: a learner who answered the
             # whole bank has the largest progress page, and at 10 learners all would be such.
             warm, split = await walk_every_process(servers[name], questions, WALKERS_PER_PROCESS * args.web_processes)
-            await group.round(most, 4 * most, servers[name][0].pid)
+            # The measured learners' own first answers (--history: that many each, before measuring).
+            await group.round(most, 4 * most * max(1, args.history), servers[name][0].pid)
             print(line(f"warm-up on {name}: the bank walked", f"{time.perf_counter() - t:5.1f} s, "
                        f"web CPU {1000 * warm.cpu['web'] / max(1, warm.requests):.2f} ms/req "
                        f"(per web process: {split}), sandbox CPU {warm.cpu['sandbox']:.1f} s, "
@@ -450,6 +451,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2400, help="requests per server at each level")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
     ap.add_argument("--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`")
+    ap.add_argument("--history", type=int, default=0,
+                    help="answers each measured learner gives before measuring (a class well into the bank: its progress "
+                         "pages are the largest); the default measures learners who have barely started")  # fmt: skip
     ap.add_argument("--postgres", default=POSTGRES, help="PostgreSQL server (a database is made there and dropped)")
     ap.add_argument("--no-postgres", action="store_true")
     ap.add_argument("--only", choices=["SQLite", "PostgreSQL"], help="measure one database only")
