@@ -26,7 +26,7 @@ from typing import Any
 
 from app.bank.load import Bank, LoadedQuestion
 from app.run_queue import RunQueue
-from app.verify.check import KeyCheck, check, skip_reason
+from app.verify.check import KeyCheck, check, skip_reason, worth_running_again
 from app.verify.record import Record, Verification, is_stale, question_hash, verifications
 from sandbox import Limits, SandboxError
 from sandbox.result import TRANSIENT
@@ -255,8 +255,8 @@ class Prover:
             run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
             # Twice (unless the first says nothing): code that prints something else each time
             # proves nothing (see `check`).
-            settled = run.status != "unavailable" and run.status not in TRANSIENT
-            again = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background") if settled else run
+            again = (await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
+                     if worth_running_again(run) else run)  # fmt: skip
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
             await asyncio.sleep(2)

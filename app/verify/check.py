@@ -18,6 +18,7 @@ from app.bank.load import AnyQuestion, LoadedQuestion
 from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion
 from app.grading import normalise_output, spelled_otherwise
 from sandbox import Limits, RunResult, Sandbox
+from sandbox.result import TRANSIENT
 
 VERIFY_LIMITS = Limits(wall_s=60, cpu_s=60)
 
@@ -120,6 +121,14 @@ def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, exp
     return problems
 
 
+def worth_running_again(run: RunResult) -> bool:
+    """Whether a first run of a key's code says enough to be compared with a second
+    (`same_each_time`): not when nothing could run it (`unavailable`), nor when it ended for a
+    reason of the moment (`TRANSIENT`: a second may end otherwise, and the first proves nothing
+    anyway; a timeout would cost its whole wall time again)."""
+    return run.status != "unavailable" and run.status not in TRANSIENT
+
+
 def same_each_time(run: RunResult, again: RunResult) -> bool:
     """Whether two runs of the same code did the same thing: how it ended, what it printed, what
     it raised. A key needs that; code that prints a random value has none."""
@@ -187,7 +196,7 @@ def verify_questions(
         else:
             assert loaded.question.code is not None
             run = sandbox.run(loaded.question.code, VERIFY_LIMITS)
-            again = sandbox.run(loaded.question.code, VERIFY_LIMITS) if run.status != "unavailable" else None
+            again = sandbox.run(loaded.question.code, VERIFY_LIMITS) if worth_running_again(run) else None
             outcome = check(loaded, run, device, again)
             if outcome.result == "fail":  # explain only what failed: the passing path stays fast
                 explained = sandbox.run(loaded.question.code, VERIFY_LIMITS, explain=True)
