@@ -18,17 +18,14 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from app.store_rows import AttemptRow, CardRow, LearnerData
+from app.store_rows import AttemptRow, CardRow, LearnerData, attempts_in
 
 
 @dataclass(frozen=True)
 class KeptSummary:
-    """A learner's summary as read when their attempts numbered `attempts`, the newest `last_id`."""
+    """A learner's summary. It holds exactly the attempts its topic counts add up to
+    (`data.attempts`): every stored attempt adds to them in its own transaction."""
 
-    attempts: int
-    """The learner's attempts counted by their topic scores, which every stored attempt adds to in
-    its own transaction: this summary holds exactly that many."""
-    last_id: int
     latest: dict[tuple[str, str], tuple[int, bool]]
     """(question id, fingerprint) -> (attempt id, right) of the last attempt at each version,
     oldest first (a dict keeps the order things were put in)."""
@@ -39,21 +36,19 @@ class KeptSummary:
     @classmethod
     def of(cls, data: LearnerData, latest: list[tuple[str, str, bool, int]], recent_kept: int) -> KeptSummary:
         """A summary read whole; `latest` with each row's attempt id, oldest first."""
-        newest = max((row[3] for row in latest), default=0)
-        return cls(
-            attempts=sum(n for n, _ in data.by_topic.values()),
-            last_id=max([newest, *(a.id for a in data.recent[:1])]),
-            latest={(q, f): (attempt_id, right) for q, f, right, attempt_id in latest},
-            recent_kept=recent_kept,
-            data=data,
-        )
+        return cls({(q, f): (attempt_id, right) for q, f, right, attempt_id in latest}, recent_kept, data)
 
-    def whole_with(self, since: list[AttemptRow], attempts_now: int) -> bool:
-        """Whether this summary and the attempts made since (`since`, read before `attempts_now`
-        was counted) are every attempt counted now. An attempt stored out of id order (two
-        answers of one learner committing in the other order), or stored between the two reads,
-        makes them fewer: the summary is then read whole again."""
-        return self.attempts + len(since) == attempts_now
+    @property
+    def last_id(self) -> int:
+        """The newest attempt it holds (0: none): the last answer to some version of a question."""
+        return next(reversed(self.latest.values()), (0, False))[0]
+
+    def whole_with(self, since: list[AttemptRow], by_topic: dict[str, tuple[int, int]]) -> bool:
+        """Whether this summary and the attempts made since (`since`, read before the topic counts
+        `by_topic`) are every attempt counted now. An attempt stored out of id order (two answers
+        of one learner committing in the other order), or stored between the two reads, makes
+        them fewer: the summary is then read whole again."""
+        return self.data.attempts + len(since) == attempts_in(by_topic)
 
     def catch_up(self, since: list[AttemptRow], by_topic: dict[str, tuple[int, int]],
                  cards: dict[str, CardRow]) -> KeptSummary:  # fmt: skip
@@ -71,8 +66,7 @@ class KeptSummary:
             cards={**self.data.cards, **cards},
             recent=recent,
         )
-        return replace(self, attempts=self.attempts + len(since), last_id=since[-1].id if since else self.last_id,
-                       latest=latest, data=data)  # fmt: skip
+        return replace(self, latest=latest, data=data)
 
 
 class KeptSummaries:

@@ -159,7 +159,7 @@ class Standing:
     def totals(self) -> dict[str, int]:
         """Attempts made and right, questions answered, questions in the bank, reviews due now."""
         return {
-            "attempts": sum(n for n, _ in self.data.by_topic.values()),
+            "attempts": self.data.attempts,
             "right": sum(r for _, r in self.data.by_topic.values()),
             "answered": len(self.last),
             "questions": self.index.count,

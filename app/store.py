@@ -321,7 +321,7 @@ class Store:
                 ])  # fmt: skip
                 since = [_attempt(r) for r in since_rows]
                 by_topic = _by_topic(topic_rows)
-                if len(since) <= self.CATCH_UP and kept.whole_with(since, sum(n for n, _ in by_topic.values())):
+                if len(since) <= self.CATCH_UP and kept.whole_with(since, by_topic):
                     if since:
                         kept = kept.catch_up(since, by_topic, self._cards_of(conn, learner_id, {a.question_id for a in since}))
                         self._summaries.put(learner_id, kept)

@@ -75,6 +75,16 @@ class LearnerData:
     recent: list[AttemptRow] = field(default_factory=list)
     """The newest attempts, newest first."""
 
+    @property
+    def attempts(self) -> int:
+        """How many attempts the learner made (their topic counts added up)."""
+        return attempts_in(self.by_topic)
+
+
+def attempts_in(by_topic: dict[str, tuple[int, int]]) -> int:
+    """Attempts made, from topic counts (attempts, right attempts)."""
+    return sum(n for n, _ in by_topic.values())
+
 
 @dataclass(frozen=True)
 class ReviewUpdate:
