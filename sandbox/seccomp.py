@@ -103,7 +103,7 @@ REFUSED_FCNTL = {
 
 RLIMIT_CORE = 4
 """Its resource number: a run may read the limit, never set it. Lowered to 0 (it is 1), a crash
-would pipe its memory to the host's core handler (see `isolation.apply_rlimits`)."""
+would pipe its memory to the host's core handler (see `isolation.no_core_dumps`)."""
 
 _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_TSYNC = 1

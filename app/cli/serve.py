@@ -2,8 +2,9 @@
 `AMPQUIZ_*`.
 
 With several processes (the default: one per core) the processes share one port, and one sandbox
-pool: this process starts it (`app.runs.pool_host`) while `app.web.preload` starts them, and hands them its
-socket as `AMPQUIZ_WORKERS_URL`. With `AMPQUIZ_WORKERS_URL=nats://…` no sandbox starts here at all.
+pool: this process starts it (`app.runs.pool_host`) while `app.web.preload` starts them, and hands
+them its socket as `AMPQUIZ_WORKERS_URL`. With `AMPQUIZ_WORKERS_URL=nats://…` no sandbox starts
+here at all.
 """
 
 from __future__ import annotations

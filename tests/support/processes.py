@@ -9,6 +9,7 @@ host (a second test run, say) is told apart by the cgroup its runners made, whic
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -65,3 +66,23 @@ def processes_with_argument(marker: str) -> list[int]:
         except OSError:
             pass
     return found
+
+
+def cmdline(pid: int) -> str:
+    """What process `pid` runs ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def children(pid: int, running: str = "") -> list[int]:
+    """`pid`'s child processes; with `running`, those whose command line has it."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], check=False, capture_output=True, text=True)
+    return [child for child in map(int, out.stdout.split()) if running in cmdline(child)]
+
+
+def web_processes(serve: int) -> list[int]:
+    """The web processes of `serve --processes N` (pid `serve`): those its `app.web.preload`
+    child forked."""
+    return [pid for parent in children(serve, "app.web.preload") for pid in children(parent)]

@@ -84,22 +84,3 @@ class Server:
     def restart(self) -> None:
         self.stop()
         self.start()
-
-
-def cmdline(pid: int) -> str:
-    """What process `pid` runs ("" once it is gone)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
-
-
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], check=False, capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
-
-
-def web_processes(serve: int) -> list[int]:
-    """The web processes of `serve --processes N` (pid `serve`): those its `app.web.preload`
-    child forked."""
-    return [pid for parent in children(serve) if "app.web.preload" in cmdline(parent) for pid in children(parent)]

@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import Server, children, cmdline, web_processes
+from tests.support.processes import children, cmdline, web_processes
+from tests.support.server import Server
 from tests.support.web import positions
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 

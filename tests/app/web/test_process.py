@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import BANK, Server, children, cmdline, web_processes
+from tests.support.processes import children, cmdline, eventually_empty, web_processes
+from tests.support.server import BANK, Server
 
 CHILD = """
 import gc, json, os
@@ -59,7 +60,7 @@ def _two_web_processes(server: Server) -> list[int]:
 
 def _gone(pids: list[int]) -> None:
     try:
-        _wait_for(f"processes {pids} to go", lambda: not [p for p in pids if _is_web_process(p)], 15)
+        assert eventually_empty(lambda: [p for p in pids if _is_web_process(p)], 15) == []
     finally:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -88,7 +89,7 @@ def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed
     for _ in range(20):  # whichever process takes the connection, each answers
         assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
-    parent = [p for p in children(server.proc.pid) if "app.web.preload" in cmdline(p)]
+    parent = children(server.proc.pid, "app.web.preload")
     server.proc.kill()
     server.proc.wait()
     _gone(now + parent)
@@ -101,11 +102,11 @@ def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(tmp_pa
     server.start()
     assert server.proc is not None
     web = _two_web_processes(server)
-    zygotes = [p for p in children(server.proc.pid) if "sandbox.zygote" in cmdline(p)]
+    zygotes = children(server.proc.pid, "sandbox.zygote")
     assert zygotes
-    (parent,) = [p for p in children(server.proc.pid) if "app.web.preload" in cmdline(p)]
+    (parent,) = children(server.proc.pid, "app.web.preload")
     os.kill(parent, signal.SIGKILL)
     assert server.proc.wait(timeout=30) == 1
     assert "the web processes' parent ended (signal 9)" in server.log.read_text()
     _gone(web)
-    _wait_for("the sandbox to stop", lambda: not any("sandbox.zygote" in cmdline(p) for p in zygotes), 15)
+    assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
