@@ -76,7 +76,10 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
 
     assert isinstance(settings, Settings)
     host = web = None
-    # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does: the web processes are told, and waited for.
+    # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does: the web processes are told, and
+    # waited for. SIGINT is handled even where it came in ignored (a shell script's `serve &`), or
+    # neither signal would stop it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
     try:
         if not settings.workers_url:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import children, cmdline, eventually_empty, web_processes
+from tests.support.processes import (
+    children,
+    cmdline,
+    connections_held,
+    eventually_empty,
+    web_processes,
+)
 from tests.support.server import BANK, Server
 
 CHILD = """
@@ -110,3 +117,46 @@ def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(tmp_pa
     assert "the web processes' parent ended (signal 9)" in server.log.read_text()
     _gone(web)
     assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+
+
+def test_a_burst_of_connections_is_spread_over_the_web_processes_and_the_port_is_not_shared_with_another_serve(
+    tmp_path: Path,
+) -> None:
+    """A class whose browsers connect at once is served by every web process, not by the one
+    that woke first (on one shared socket it took every connection waiting). Each process
+    listens on a socket of its own (SO_REUSEPORT), and a second `serve` on the same port is
+    still refused, saying why, rather than silently taking half the connections. And `serve`
+    started from a script in the background (SIGINT ignored, as a shell does for `serve &`)
+    still stops on SIGTERM, its web processes with it."""
+    server = Server(tmp_path, args=("--processes", "2"))
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by serve, as from `serve &`
+    try:
+        server.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert server.proc is not None
+    web = _two_web_processes(server)
+
+    burst = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(16)]
+    try:
+        for conn in burst:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        for conn in burst:
+            assert conn.recv(64).startswith(b"HTTP/1.1 200")
+        held = connections_held(web, server.port)
+    finally:
+        for conn in burst:
+            conn.close()
+    assert sum(held.values()) == 16, held
+    assert min(held.values()) >= 2, f"connections per web process: {held}"
+
+    second = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=server.env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert second.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{server.port}" in second.stderr and "in use" in second.stderr, second.stderr
+    assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+
+    parent = children(server.proc.pid, "app.web.preload")
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
+    _gone(web + parent)
