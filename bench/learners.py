@@ -119,6 +119,25 @@ def cpu_seconds(root: int) -> dict[str, float]:
     return out
 
 
+def database_cpu_seconds() -> float:
+    """CPU time (user + system) of the PostgreSQL server's processes on this host (its backends,
+    and those already gone, counted in their parent's cutime/cstime): what a request costs the
+    database beside the web, on the same cores. Nothing else uses the server during a round."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _comm(entry) == "postgres":
+            times = _cpu_ticks(int(entry.name))
+            total += sum(times) if times is not None else 0
+    return total / TICKS
+
+
+def _comm(entry: Path) -> str:
+    try:
+        return (entry / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _cpu_ticks(pid: int) -> tuple[int, int, int, int] | None:
     """A process's utime, stime, cutime and cstime (clock ticks), or None when it is gone."""
     try:
@@ -239,13 +258,13 @@ class Learners:
     async def round(self, n: int, requests: int, pid: int) -> Round:
         r = Round()
         budget = [requests]
-        before = cpu_seconds(pid)
+        before = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         started = time.perf_counter()
         step = max(1, len(self.questions) // n)
         await asyncio.gather(*(learner(c, self.questions, (i * step) % len(self.questions), budget, r)
                                for i, c in enumerate(self.conns[:n])))  # fmt: skip
         r.wall = time.perf_counter() - started
-        after = cpu_seconds(pid)
+        after = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         r.cpu = {k: after[k] - before[k] for k in after}
         return r
 
@@ -325,8 +344,10 @@ def describe(label: str, r: Round, bare: Round | None = None, versus: Round | No
     per_req = 1000 * r.cpu["web"] / max(1, r.requests)
     sandbox = 1000 * r.cpu["sandbox"] / max(1, r.requests)
     rate = r.requests / r.wall
+    # PostgreSQL's own processes share the cores (SQLite's work is in the web's CPU already).
+    database = f"   PostgreSQL server CPU {1000 * r.cpu['database'] / max(1, r.requests):5.2f} ms/req" if "PostgreSQL" in label else ""
     out = [line(label, f"{rate:7.0f} req/s   p50 {p50(r.all):6.1f} ms   p99 {percentile(r.all, 99):6.1f} ms   "
-                       f"web CPU {per_req:5.2f} ms/req   sandbox CPU {sandbox:5.2f} ms/req"
+                       f"web CPU {per_req:5.2f} ms/req   sandbox CPU {sandbox:5.2f} ms/req{database}"
                        + (f"   {r.failures} failed" if r.failures else ""))]  # fmt: skip
     if len(r.latencies) > 1:
         out.append(line("", "p99 by step: " + ", ".join(f"{k} {percentile(v, 99):.0f} ms" for k, v in r.latencies.items())))
