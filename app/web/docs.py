@@ -7,6 +7,8 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from app.web.static_files import STATIC_VERSION
+
 
 def mount_docs(app: FastAPI) -> None:
     try:
@@ -23,19 +25,19 @@ def mount_docs(app: FastAPI) -> None:
         return HTMLResponse(DOCS_PAGE)
 
 
-DOCS_PAGE = """<!doctype html>
+DOCS_PAGE = f"""<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>ampquiz API</title>
-  <link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+  <link rel="icon" href="/static/favicon.svg?v={STATIC_VERSION}" type="image/svg+xml">
   <link rel="stylesheet" href="/docs-static/swagger-ui.css">
 </head>
 <body>
   <main id="swagger-ui"></main>
   <script src="/docs-static/swagger-ui-bundle.js"></script>
-  <script src="/static/docs.js"></script>
+  <script src="/static/docs.js?v={STATIC_VERSION}"></script>
 </body>
 </html>
 """

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.live_bank import LiveBank
 from app.proofs import ProofBook, Prover
@@ -30,8 +29,9 @@ from app.web import api, health, interview, pages, playground, review_session, s
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
-from app.web.render import STATIC, make_templates
+from app.web.render import make_templates
 from app.web.state import WebState
+from app.web.static_files import VersionedStaticFiles
 
 log = logging.getLogger("ampquiz.web")
 
@@ -114,7 +114,7 @@ def create_app(
     app.include_router(pages.router)
     if docs_available:
         mount_docs(app)
-    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.mount("/static", VersionedStaticFiles(), name="static")
 
     app.include_router(api.router)
     app.include_router(health.router)

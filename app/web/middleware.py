@@ -20,6 +20,11 @@ from app.web.errors import render_error, too_large_message
 COOKIE_MAX_AGE_S = 2 * 365 * 24 * 3600
 
 
+UNPERSONAL = ("/static/", "/docs-static/")
+"""Paths whose responses are the same for everyone: no learner id, and no cookie issued (a
+response that sets one is kept by no shared cache)."""
+
+
 class LearnerCookie:
     """Gives every request an anonymous learner id from a signed cookie, issuing one when missing."""
 
@@ -32,7 +37,7 @@ class LearnerCookie:
         self._known: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"].startswith(UNPERSONAL):
             await self.app(scope, receive, send)
             return
         learner, is_new = None, False

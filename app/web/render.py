@@ -9,7 +9,6 @@ every filter here takes what it gets.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +28,7 @@ from pygments.util import ClassNotFound
 
 from app.explain_text import what_happened
 from app.review import STATUS_LABELS
+from app.web.static_files import STATIC_VERSION
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
-STATIC = HERE / "static"
 
 _ALLOWED_TAGS = {
     "p", "br", "hr", "em", "strong", "code", "pre", "span", "div", "a", "ul", "ol", "li",
@@ -263,16 +262,6 @@ def percent(part: int, whole: int) -> str:
     return f"{round(100 * part / whole)}%" if whole else "—"
 
 
-def _static_version() -> str:
-    """A hash of the static files, appended to their URLs so a deploy never serves stale CSS."""
-    digest = hashlib.sha256()
-    for path in sorted(STATIC.glob("*")):
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:10]
-
-
 _DICT_ATTRIBUTES = frozenset(dir(dict))
 
 try:
@@ -355,7 +344,7 @@ def make_templates() -> Jinja2Templates:
         letter=letter,
     )
     env.globals.update(
-        static_version=_static_version(), status_labels=STATUS_LABELS, percent=percent
+        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent
     )
     env.trim_blocks = True
     env.lstrip_blocks = True

@@ -324,3 +324,24 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert "Nothing is due" in (await c.get("/review")).text
         queue = (await c.get("/api/progress")).json()["review"]
         assert all(not r["is_due"] for r in queue) and len(queue) == 3
+
+
+async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_them(web: Web) -> None:
+    """A page's CSS, scripts and icon are fetched once: their URLs carry the files' hash, and each
+    is sent to be kept a year. A URL without the current hash is checked each time instead, and
+    none of them sets a learner cookie (no shared cache keeps a response that does)."""
+    async with web.client() as c:
+        page = (await c.get("/")).text
+        linked = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+        assert {url.split("?")[0] for url in linked} >= {"/static/app.css", "/static/app.js", "/static/favicon.svg"}
+        assert len({url.split("?v=")[1] for url in linked}) == 1, linked
+        c.cookies.clear()  # a first visit's files, fetched beside the page
+        for url in linked:
+            got = await c.get(url)
+            assert got.status_code == 200
+            assert got.headers["cache-control"] == "public, max-age=31536000, immutable", url
+            assert "set-cookie" not in got.headers, url
+        stale = await c.get(linked[0].split("?")[0] + "?v=0000000000")
+        assert stale.status_code == 200 and stale.headers["cache-control"] == "no-cache"
+        asked_again = await c.get(linked[0], headers={"if-none-match": stale.headers["etag"]})
+        assert asked_again.status_code == 304 and "immutable" in asked_again.headers["cache-control"]
