@@ -64,6 +64,10 @@ def _startup_cpus() -> set[int] | None:
     return set(cpus[:-1]) if len(cpus) > 1 else None
 
 
+def _stop(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _serve_processes(settings: object, processes: int, common: dict) -> int:
     """The web processes are forked by a process of their own (`app.web.preload`), which imports
     the web app and reads the bank once for all of them, and keeps them alive. Each builds its
@@ -77,14 +81,13 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     assert isinstance(settings, Settings)
     host = web = None
     # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does: the web processes are told, and
-    # waited for. SIGINT is handled even where it came in ignored (a shell script's `serve &`), or
-    # neither signal would stop it.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    # waited for. It raises here itself: sent on as SIGINT, it did nothing where SIGINT came in
+    # ignored (a shell script's `serve &`), and neither did the pool's failure below.
+    signal.signal(signal.SIGTERM, _stop)
     try:
         if not settings.workers_url:
             # The pool starts while the web processes do; if it cannot, everything stops.
-            host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGINT)).start()
+            host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGTERM)).start()
             os.environ[Settings.env_name("workers_url")] = host.url
         os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()  # made once, here
         for name in ("host", "port"):  # flags given on the command line reach the processes too
@@ -104,9 +107,10 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     except KeyboardInterrupt:
         # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
         # only this one: either way the web processes are told once more, and waited for.
+        # SIGTERM, which uvicorn takes as it takes Ctrl+C, and which no shell has them ignore.
         code = 0
         if web is not None:
-            web.send_signal(signal.SIGINT)
+            web.send_signal(signal.SIGTERM)
             try:
                 web.wait(timeout=common["timeout_graceful_shutdown"] + 5)
             except subprocess.TimeoutExpired:

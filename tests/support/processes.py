@@ -87,24 +87,3 @@ def web_processes(serve: int) -> list[int]:
     child forked."""
     return [pid for parent in children(serve, "app.web.preload") for pid in children(parent)]
 
-
-def connections_held(pids: list[int], port: int) -> dict[int, int]:
-    """How many established TCP connections to local `port` (IPv4) each of `pids` holds, read
-    from /proc: a connection's socket inode (/proc/net/tcp) found among a process's fds."""
-    inodes = set()
-    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = row.split()
-        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # 01: ESTABLISHED
-            inodes.add(fields[9])
-    held = {}
-    for pid in pids:
-        fds = Path(f"/proc/{pid}/fd")
-        held[pid] = sum(1 for fd in fds.iterdir() if (link := _readlink(fd)).startswith("socket:[") and link[8:-1] in inodes)
-    return held
-
-
-def _readlink(path: Path) -> str:
-    try:
-        return str(path.readlink())
-    except OSError:
-        return ""

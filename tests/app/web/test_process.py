@@ -9,10 +9,10 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +21,6 @@ import pytest
 from tests.support.processes import (
     children,
     cmdline,
-    connections_held,
     eventually_empty,
     web_processes,
 )
@@ -74,14 +73,25 @@ def _gone(pids: list[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(tmp_path: Path) -> None:
+@pytest.fixture
+def two_processes(tmp_path: Path) -> Iterator[Server]:
+    """`serve --processes 2`, to start; killed outright if a test ends with it still running (one
+    that failed half-way), which takes all its processes with it (see the first test below)."""
+    server = Server(tmp_path, args=("--processes", "2"))
+    yield server
+    if server.proc is not None and server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.wait()
+
+
+def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(two_processes: Server) -> None:
     """Both web processes start at the first try on a database that does not exist yet (they
     once raced to make the same table: one died, and uvicorn started another, cold, seconds
     later). One that dies is replaced by a new fork, and the server keeps answering. And `serve`
     killed outright (the OOM killer, `kill -9`) leaves no web process behind: they would
     otherwise keep the port (the next `serve` cannot start) and keep saying all is well beside a
     sandbox pool gone with `serve`."""
-    server = Server(tmp_path, args=("--processes", "2"))
+    server = two_processes
     server.start()
     assert server.proc is not None
     web = _two_web_processes(server)
@@ -102,10 +112,10 @@ def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed
     _gone(now + parent)
 
 
-def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(tmp_path: Path) -> None:
+def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(two_processes: Server) -> None:
     """The process the web processes are forked from, killed outright: they go with it, and
     `serve` ends saying so (with an error status a supervisor sees), its sandbox pool with it."""
-    server = Server(tmp_path, args=("--processes", "2"))
+    server = two_processes
     server.start()
     assert server.proc is not None
     web = _two_web_processes(server)
@@ -119,16 +129,14 @@ def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(tmp_pa
     assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
 
 
-def test_a_burst_of_connections_is_spread_over_the_web_processes_and_the_port_is_not_shared_with_another_serve(
-    tmp_path: Path,
+def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_background_stops_on_sigterm(
+    two_processes: Server, tmp_path: Path
 ) -> None:
-    """A class whose browsers connect at once is served by every web process, not by the one
-    that woke first (on one shared socket it took every connection waiting). Each process
-    listens on a socket of its own (SO_REUSEPORT), and a second `serve` on the same port is
-    still refused, saying why, rather than silently taking half the connections. And `serve`
-    started from a script in the background (SIGINT ignored, as a shell does for `serve &`)
-    still stops on SIGTERM, its web processes with it."""
-    server = Server(tmp_path, args=("--processes", "2"))
+    """A second `serve` on a port already served is refused, saying why, and leaves the first
+    alone. And `serve` started from a script in the background (SIGINT ignored, as a shell does
+    for `serve &`) still stops on SIGTERM, its web processes with it (it once ran on: it turned SIGTERM into
+    SIGINT, and only SIGKILL ended it)."""
+    server = two_processes
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by serve, as from `serve &`
     try:
         server.start()
@@ -137,23 +145,10 @@ def test_a_burst_of_connections_is_spread_over_the_web_processes_and_the_port_is
     assert server.proc is not None
     web = _two_web_processes(server)
 
-    burst = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(16)]
-    try:
-        for conn in burst:
-            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        for conn in burst:
-            assert conn.recv(64).startswith(b"HTTP/1.1 200")
-        held = connections_held(web, server.port)
-    finally:
-        for conn in burst:
-            conn.close()
-    assert sum(held.values()) == 16, held
-    assert min(held.values()) >= 2, f"connections per web process: {held}"
-
     second = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=server.env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert second.returncode != 0
-    assert f"cannot listen on 127.0.0.1:{server.port}" in second.stderr and "in use" in second.stderr, second.stderr
+    assert "address already in use" in second.stderr.lower(), second.stderr
     assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
     parent = children(server.proc.pid, "app.web.preload")
