@@ -162,20 +162,30 @@ class Settings(BaseModel):
         if self.secret_key:
             return self.secret_key
         folder = self.data_dir()
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / SECRET_FILE
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
+            if not path.is_file():  # the folder's name is a file's, or the key's a folder's
+                raise self._unkept_key(folder, f"{folder} is not a folder, or {path} not a file") from None
             key = path.read_text().strip()
             if key:
                 return key
             path.unlink()  # an empty file from a crash mid-write: start again
             return self.resolved_secret_key()
+        except OSError as exc:
+            raise self._unkept_key(folder, exc.strerror or str(exc)) from exc
         with os.fdopen(fd, "w") as f:
             key = secrets.token_urlsafe(32)
             f.write(key + "\n")
         return key
+
+    def _unkept_key(self, folder: Path, why: str) -> SettingsError:
+        return SettingsError(
+            f"cannot keep the secret key in {folder}: {why} "
+            f"(set {self.env_name('secret_key')}, or put the data where this user may write)"
+        )
 
 
 def settings_table() -> str:

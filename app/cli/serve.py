@@ -44,14 +44,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     }  # fmt: skip
     where = f"{processes} processes" if processes > 1 else "1 process"
     print(f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)", file=sys.stderr)
-    if processes == 1:
+    try:
+        if processes > 1:
+            return _serve_processes(settings, processes, common)
         import uvicorn
 
         from app.web.factory import create_app
 
+        if problem := _database_problem(settings.database_url):
+            print(f"ampquiz serve: {problem}", file=sys.stderr)
+            return 1
         uvicorn.run(create_app(settings), **common)
         return 0
-    return _serve_processes(settings, processes, common)
+    except SettingsError as exc:  # found on the way (the secret key's folder, say)
+        print(f"ampquiz serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def _database_problem(url: str) -> str | None:
+    """Opens the database (making its tables where they are missing): None, or why it cannot be
+    opened, in a line (the driver's own first line), instead of a traceback from every process."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DBAPIError
+
+    from app.store import Store
+
+    try:
+        Store(url).close()
+    except (DBAPIError, OSError) as exc:
+        reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()[0]
+        return f"cannot open the database {make_url(url).render_as_string(hide_password=True)}: {reason}"
+    return None
 
 
 def _startup_cpus() -> set[int] | None:
@@ -79,7 +102,7 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     from app.web.preload import UVICORN_ENV
 
     assert isinstance(settings, Settings)
-    host = web = None
+    host = web = database = None
     # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does: the web processes are told, and
     # waited for. It raises here itself: sent on as SIGINT, it did nothing where SIGINT came in
     # ignored (a shell script's `serve &`), and neither did the pool's failure below.
@@ -98,11 +121,11 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
         web = subprocess.Popen([sys.executable, "-m", "app.web.preload"])
-        from app.store import Store
-
         # The database's tables, made here while the web app is imported there (a process that
         # comes to make them too waits its turn, then finds them).
-        Store(settings.database_url).close()
+        database = _database_problem(settings.database_url)
+        if database:
+            raise KeyboardInterrupt  # everything started stops, as on Ctrl+C; then serve says why
         code = web.wait()
     except KeyboardInterrupt:
         # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
@@ -119,9 +142,10 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
     finally:
         if host is not None:
             host.close()
-    if host is not None and host.failure:
-        print(f"ampquiz serve: {host.failure}", file=sys.stderr)
-        return 1
+    for failure in (database, host.failure if host is not None else None):
+        if failure:
+            print(f"ampquiz serve: {failure}", file=sys.stderr)
+            return 1
     if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
         return 1

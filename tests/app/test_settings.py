@@ -80,3 +80,10 @@ def test_the_sqlite_file_is_the_one_sqlalchemy_opens(url: str) -> None:
     parsed = make_url(url)
     opened = parsed.database if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:") else None
     assert Settings.from_env({}, database_url=url).sqlite_path() == (Path(opened) if opened else None)
+
+
+def test_a_secret_key_that_cannot_be_kept_is_a_settings_error_saying_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("a file where the data folder should be")
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'file' / 'db.sqlite'}")
+    with pytest.raises(SettingsError, match=r"cannot keep the secret key in .*file.*set AMPQUIZ_SECRET_KEY"):
+        settings.resolved_secret_key()

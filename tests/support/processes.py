@@ -58,10 +58,20 @@ def processes_of_run_uids() -> list[int]:
 
 def processes_with_argument(marker: str) -> list[int]:
     """Host pids whose command line has `marker` (a snippet's `sleep 987654`, say)."""
+    return _processes_whose("cmdline", lambda fields: marker.encode() in fields)
+
+
+def processes_with_environment(marker: str) -> list[int]:
+    """Host pids with `marker` in their environment (a test's own folder, say: what a server it
+    started left running, its children included)."""
+    return _processes_whose("environ", lambda fields: any(marker.encode() in f for f in fields))
+
+
+def _processes_whose(part: str, check) -> list[int]:  # type: ignore[no-untyped-def]
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+            if entry.name.isdigit() and check((entry / part).read_bytes().split(b"\0")):
                 found.append(int(entry.name))
         except OSError:
             pass

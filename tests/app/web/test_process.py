@@ -22,6 +22,7 @@ from tests.support.processes import (
     children,
     cmdline,
     eventually_empty,
+    processes_with_environment,
     web_processes,
 )
 from tests.support.server import BANK, Server
@@ -155,3 +156,28 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=30) == 0
     _gone(web + parent)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothing_running(
+    processes: str, tmp_path: Path
+) -> None:
+    """A database that does not exist, or a SQLite file where no folder can be made: one line
+    saying which database and why (the password hidden), an error status, and no traceback
+    from each process, nor any process left behind."""
+    from sqlalchemy import make_url
+
+    from tests.support.postgres import POSTGRES_SERVER
+
+    missing = make_url(POSTGRES_SERVER).set(database="ampquiz_no_such_database").render_as_string(hide_password=False)
+    for url, why in [(missing, 'database "ampquiz_no_such_database" does not exist'),
+                     (f"sqlite:///{tmp_path / 'file' / 'sub' / 'db.sqlite'}", "Not a directory")]:  # fmt: skip
+        (tmp_path / "file").write_text("a file where a folder should be")
+        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "k" * 40}
+        out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", processes], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert out.returncode == 1, out.stderr
+        assert "Traceback" not in out.stderr, out.stderr[-3000:]
+        (said,) = [line for line in out.stderr.splitlines() if line.startswith("ampquiz serve: ")]
+        assert said.startswith("ampquiz serve: cannot open the database ") and why in said, said
+        assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
