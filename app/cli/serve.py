@@ -43,10 +43,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "access_log": not args.no_access_log, "timeout_graceful_shutdown": 5,
     }  # fmt: skip
     where = f"{processes} processes" if processes > 1 else "1 process"
-    print(f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)", file=sys.stderr)
+    banner = f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)"
     try:
         if processes > 1:
-            return _serve_processes(settings, processes, common)
+            return _serve_processes(settings, processes, common, banner)
         import uvicorn
 
         from app.web.factory import create_app
@@ -54,6 +54,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if problem := _database_problem(settings.database_url):
             print(f"ampquiz serve: {problem}", file=sys.stderr)
             return 1
+        print(banner, file=sys.stderr)
         uvicorn.run(create_app(settings), **common)
         return 0
     except SettingsError as exc:  # found on the way (the secret key's folder, say)
@@ -91,7 +92,7 @@ def _stop(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _serve_processes(settings: object, processes: int, common: dict) -> int:
+def _serve_processes(settings: object, processes: int, common: dict, banner: str) -> int:
     """The web processes are forked by a process of their own (`app.web.preload`), which imports
     the web app and reads the bank once for all of them, and keeps them alive. Each builds its
     app from the environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there
@@ -126,6 +127,7 @@ def _serve_processes(settings: object, processes: int, common: dict) -> int:
         database = _database_problem(settings.database_url)
         if database:
             raise KeyboardInterrupt  # everything started stops, as on Ctrl+C; then serve says why
+        print(banner, file=sys.stderr)
         code = web.wait()
     except KeyboardInterrupt:
         # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
