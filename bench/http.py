@@ -118,6 +118,7 @@ def start_server(
         if status_of(url) == 200:
             return proc, url
         time.sleep(0.2)
+    stop_server(proc)  # not left running (its own processes with it) when the bench gives up
     raise SystemExit("the server did not start in time")
 
 

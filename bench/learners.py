@@ -133,8 +133,10 @@ def start_bare(processes: int, factory: str = "bench.learners:bare_app") -> tupl
             if httpx.get(url + "/", timeout=2).status_code == 200:
                 return proc, url
         except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit("the bare app did not start")
+            pass
+        time.sleep(0.1)
+    stop_server(proc)  # uvicorn's parent, which stops its workers (they outlive a killed parent)
+    raise SystemExit(f"the reference app {factory} did not start")
 
 
 # ---- CPU time of a server: every process under it, read from /proc -----------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -253,6 +254,24 @@ def ms(value: Any) -> str:
     return f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
 
 
+@lru_cache(maxsize=8192)
+def _utc_texts(at: datetime) -> tuple[str, str]:
+    """A time as the progress page's history writes it: ISO 8601 (for the browser's local-time
+    script) and "YYYY-MM-DD HH:MM" (UTC, for a reader without it). Kept per value: a learner's
+    history shows the same 100 times on every view, and formatting them in the template (two
+    method calls a row, each through Jinja's call checks) was a tenth of the page's CPU. 8,192
+    times: a class of 80 learners' histories."""
+    return at.isoformat(), at.strftime("%Y-%m-%d %H:%M")
+
+
+def iso(at: datetime) -> str:
+    return _utc_texts(at)[0]
+
+
+def utc_minute(at: datetime) -> str:
+    return _utc_texts(at)[1]
+
+
 def letter(position: int) -> str:
     """How a choice at a 0-based position is labelled: A to J, then numbers (11, 12, …)."""
     return "ABCDEFGHIJ"[position] if 0 <= position < 10 else str(position + 1)
@@ -342,6 +361,8 @@ def make_templates() -> Jinja2Templates:
         ms=ms,
         what_happened=what_happened,
         letter=letter,
+        iso=iso,
+        utc_minute=utc_minute,
     )
     env.globals.update(
         static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -156,8 +157,13 @@ async def test_progress_page_shows_history_topics_and_review(web: Web) -> None:
         assert "No attempts yet." in empty and "Nothing to review yet." in empty
         await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
         await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)})
-        words = text_of((await c.get("/progress")).text)
+        page = (await c.get("/progress")).text
+        words = text_of(page)
         assert "Mc half dtype" in words and "Mc sixteen bit" in words
+        # When each was answered: exact for the browser's local-time script, in UTC for a reader without it.
+        times = re.findall(r'<time datetime="([^"]+)" data-local-time>([^<]+)</time>', page)
+        assert len(times) == 2 and all(datetime.fromisoformat(iso) for iso, _ in times)
+        assert all(shown == datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") for iso, shown in times)
         assert "✗ wrong" in words and "✓ right" in words
         assert "50%" in words  # dtypes: 1 of 2 attempts right
         assert "next review in 10 minutes" in words
