@@ -51,6 +51,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
         from app.web.factory import create_app
 
+        settings.resolved_secret_key()  # first, as with several processes (a settings error: 2)
         if problem := _database_problem(settings.database_url):
             print(f"ampquiz serve: {problem}", file=sys.stderr)
             return 1
@@ -64,18 +65,39 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _database_problem(url: str) -> str | None:
     """Opens the database (making its tables where they are missing): None, or why it cannot be
-    opened, in a line (the driver's own first line), instead of a traceback from every process."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import DBAPIError
+    opened, in a line (the driver's own first line), instead of a traceback from every process.
+    A driver that is not installed, or a URL SQLAlchemy cannot read, is such a reason too."""
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
     from app.store import Store
 
     try:
         Store(url).close()
-    except (DBAPIError, OSError) as exc:
+    except (SQLAlchemyError, OSError, ImportError) as exc:
         reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()[0]
-        return f"cannot open the database {make_url(url).render_as_string(hide_password=True)}: {reason}"
+        return f"cannot open the database {_shown(url)}: {reason}"
     return None
+
+
+def _shown(url: str) -> str:
+    """A database URL as it may be printed: a password hidden, in the URL's user part or among
+    its options (`?password=…`)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return "(a URL SQLAlchemy cannot read)"
+    hidden = {k: "***" for k in parsed.query if any(word in k.lower() for word in ("pass", "secret", "token", "key"))}
+    return parsed.update_query_dict(hidden).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+
+
+def _stopping() -> None:
+    """From here on serve is stopping: another SIGTERM or Ctrl+C (a supervisor or a user who
+    asks again) would break off the stop half-way, a traceback and a sandbox left to go alone."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _startup_cpus() -> set[int] | None:
@@ -133,6 +155,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
         # only this one: either way the web processes are told once more, and waited for.
         # SIGTERM, which uvicorn takes as it takes Ctrl+C, and which no shell has them ignore.
+        _stopping()
         code = 0
         if web is not None:
             web.send_signal(signal.SIGTERM)
@@ -142,6 +165,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
                 web.kill()
                 web.wait()
     finally:
+        _stopping()
         if host is not None:
             host.close()
     for failure in (database, host.failure if host is not None else None):

@@ -32,13 +32,13 @@ SERVE_PID_ENV = "_AMPQUIZ_SERVE_PID"
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with(parent: int) -> None:
-    """SIGTERM to this process when `parent` dies (Linux; a fork does not inherit it)."""
+def _die_with(parent: int, sig: int = signal.SIGTERM) -> None:
+    """`sig` to this process when `parent` dies (Linux; a fork does not inherit it)."""
     if not hasattr(os, "sched_getaffinity"):  # not Linux
         return
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:  # it died before the line above: nothing will tell us
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), sig)
 
 
 _serve = os.environ.get(SERVE_PID_ENV, "")
@@ -59,7 +59,9 @@ from app.web.factory import create_app as _create_app
 
 def create_app() -> FastAPI:
     if os.getpid() != _IMPORTED_IN and _serve.isdigit():  # a web process forked by `app.web.preload`
-        _die_with(_IMPORTED_IN)
+        # SIGKILL: with its parent gone nothing supervises it, and a process still starting (its
+        # database not answering, say) only notes a SIGTERM, to act on once started: it stayed.
+        _die_with(_IMPORTED_IN, signal.SIGKILL)
     try:
         return _create_app()
     finally:
