@@ -12,7 +12,7 @@ forks the web processes from there, so these rules hold for it and for each of t
   longest part of start-up) then has a core to itself instead of a third of one beside the web
   processes, while they start on the others.
 - Gone with `serve` (`_AMPQUIZ_SERVE_PID`): the kernel sends it SIGTERM when the process that
-  started it dies, however that dies, and each web process forked from it the same when it dies.
+  started it dies, however that dies, and each web process forked from it SIGKILL when it dies.
   uvicorn's processes outlive a `serve` killed with SIGKILL (the OOM killer, `kill -9`): they kept
   the port, so the next `serve` could not start, and kept answering /healthz as if all were well,
   beside a sandbox pool that had died with `serve`.

@@ -351,3 +351,14 @@ async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_th
         assert stale.status_code == 200 and stale.headers["cache-control"] == "no-cache"
         asked_again = await c.get(linked[0], headers={"if-none-match": stale.headers["etag"]})
         assert asked_again.status_code == 304 and "immutable" in asked_again.headers["cache-control"]
+
+
+def test_history_times_are_written_in_utc_whatever_zone_they_come_in() -> None:
+    """One instant in two zones is one cache key: what is written must not depend on the zone."""
+    from datetime import timedelta, timezone
+
+    from app.web.render import iso, utc_minute
+
+    new_york = datetime(2026, 11, 26, 6, 45, tzinfo=timezone(timedelta(hours=-5)))
+    for at in (new_york, new_york.astimezone(UTC)):
+        assert (iso(at), utc_minute(at)) == ("2026-11-26T11:45:00+00:00", "2026-11-26 11:45")
