@@ -66,10 +66,24 @@ def make_engine(url: str, *, autocommit: bool = False) -> Engine:
     # No `pool_pre_ping`: its round trip on every checkout cost ~0.3 ms of CPU per request. A
     # connection the server dropped (a restart) fails once instead; SQLAlchemy then replaces every
     # pooled connection, and the store's own calls try once more (`reconnecting`).
+    connect_args = _connect_timeout(parsed)
     if autocommit:  # nothing to roll back on return: there is never a transaction open
         return create_engine(url, pool_size=AUTOCOMMIT_POOLED, max_overflow=AUTOCOMMIT_POOLED, isolation_level="AUTOCOMMIT",
-                             pool_reset_on_return=None)  # fmt: skip
-    return create_engine(url, pool_size=POOLED, max_overflow=POOLED)
+                             pool_reset_on_return=None, connect_args=connect_args)  # fmt: skip
+    return create_engine(url, pool_size=POOLED, max_overflow=POOLED, connect_args=connect_args)
+
+
+CONNECT_TIMEOUT_S = 10
+"""How long opening a connection to PostgreSQL may take, unless the URL says
+(`?connect_timeout=N`). libpq's default is to wait for good: a server that accepts the connection
+but never answers (stuck, or a port that is not PostgreSQL's) held `serve` at start-up with no
+word, and later each page thread that needed a new connection, so every page hung behind it."""
+
+
+def _connect_timeout(parsed: Any) -> dict[str, Any]:
+    if parsed.get_backend_name() != "postgresql" or "connect_timeout" in parsed.query:
+        return {}
+    return {"connect_timeout": CONNECT_TIMEOUT_S}
 
 
 F = TypeVar("F", bound=Callable[..., Any])

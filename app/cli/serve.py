@@ -10,6 +10,7 @@ here at all.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -122,7 +123,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
     start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.web.preload import UVICORN_ENV
+    from app.web.preload import GO, UVICORN_ENV
 
     assert isinstance(settings, Settings)
     host = web = database = None
@@ -143,12 +144,16 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
             os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
-        web = subprocess.Popen([sys.executable, "-m", "app.web.preload"])
-        # The database's tables, made here while the web app is imported there (a process that
-        # comes to make them too waits its turn, then finds them).
+        web = subprocess.Popen([sys.executable, "-m", "app.web.preload"], stdin=subprocess.PIPE)
+        # The database's tables, made here while the web app is imported there; the web
+        # processes are forked once this says the database is open (`preload.GO`).
         database = _database_problem(settings.database_url)
         if database:
             raise KeyboardInterrupt  # everything started stops, as on Ctrl+C; then serve says why
+        assert web.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # it ended already: its status says how
+            web.stdin.write(GO)
+            web.stdin.close()
         print(banner, file=sys.stderr)
         code = web.wait()
     except KeyboardInterrupt:

@@ -32,6 +32,9 @@ import os
 import sys
 
 UVICORN_ENV = "_AMPQUIZ_UVICORN"
+GO = b"go\n"
+"""What `serve` writes to this process's standard input once the database is open: only then
+are the web processes forked (see `main`)."""
 
 log = logging.getLogger("ampquiz.web")
 
@@ -64,6 +67,16 @@ def main() -> int:
         # What every process inherits lives as long as they do: out of the collector's way, so that
         # a collection in one of them does not walk it (and write to its pages, unsharing them).
         gc.freeze()
+    # The web processes open the database as they start: `serve` opens it first, while this
+    # process imports the app and reads the bank, and says when it could. A database it cannot
+    # open (a server that never answers, say) is then said once, by serve, in a line: forked
+    # before that, each web process waited out the same connect timeout and printed a traceback.
+    try:
+        told = sys.stdin.buffer.readline()
+    except KeyboardInterrupt:  # Ctrl+C reaches the terminal's whole group, this process too
+        told = b""
+    if told != GO:
+        return 0  # serve is stopping (it says why)
     uvicorn.run("app.web.process:create_app", factory=True, **options)
     return 0
 

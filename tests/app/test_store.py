@@ -328,3 +328,39 @@ def test_servers_opening_a_new_database_at_once_all_open_it(
     for opener in openers:
         _, err = opener.communicate(timeout=120)
         assert opener.returncode == 0, err[-2000:]
+
+
+def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A port that accepts connections and never says a word (a stuck server, or not PostgreSQL
+    at all): opening the store fails with the driver's reason after the connect timeout, where
+    it waited for good; a timeout the URL gives is the URL's."""
+    import socket
+    import threading
+
+    from sqlalchemy.exc import OperationalError
+
+    import app.database
+
+    monkeypatch.setattr(app.database, "CONNECT_TIMEOUT_S", 2)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; no one answers
+        url = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
+        for given, limit in [(url, 2), (url + "?connect_timeout=4", 4)]:
+            outcome: list[BaseException | None] = []
+
+            def open_store(given: str = given, outcome: list[BaseException | None] = outcome) -> None:
+                try:
+                    Store(given).close()
+                    outcome.append(None)
+                except Exception as exc:  # noqa: BLE001 - handed to the test's thread
+                    outcome.append(exc)
+
+            started = time.monotonic()
+            opener = threading.Thread(target=open_store, daemon=True)
+            opener.start()
+            opener.join(timeout=limit + 8)
+            waited = time.monotonic() - started
+            assert outcome, f"opening the store still waits after {waited:.0f} s"
+            assert isinstance(outcome[0], OperationalError) and "timeout" in str(outcome[0]), outcome[0]
+            assert limit - 0.5 <= waited < limit + 4, waited

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -163,9 +164,9 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
 
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothing_running(
-    processes: str, tmp_path: Path
+    processes: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """A database that does not exist, or a SQLite file where no folder can be made: one line
+    """A database that does not exist, a server that never answers, or a SQLite file where no folder can be made: one line
     saying which database and why (the password hidden, in the URL's user part or its options;
     a driver not installed is such a reason too), an error status, and no traceback
     from each process, nor any process left behind; nor a "serving on" line before it."""
@@ -174,7 +175,11 @@ def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothi
     from tests.support.postgres import POSTGRES_SERVER
 
     missing = make_url(POSTGRES_SERVER).set(database="ampquiz_no_such_database").render_as_string(hide_password=False)
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers: a stuck server
+    request.addfinalizer(silent.close)
+    stuck = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
     for url, why in [(missing, 'database "ampquiz_no_such_database" does not exist'),
+                     (stuck, "timeout expired"),  # after the default connect timeout, not never
                      (f"sqlite:///{tmp_path / 'file' / 'sub' / 'db.sqlite'}", "Not a directory"),
                      ("mysql://learner:s3cret@127.0.0.1/x", "No module named"),  # a driver not installed
                      (f"{missing}?password=s3cret&sslmode=bogus", 'invalid sslmode value: "bogus"')]:  # fmt: skip
