@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -29,6 +28,7 @@ from app.web import api, health, interview, pages, playground, review_session, s
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
+from app.web.page_threads import PageThreads
 from app.web.render import make_templates
 from app.web.state import WebState
 from app.web.static_files import VersionedStaticFiles
@@ -77,7 +77,7 @@ def create_app(
         app.state.web = WebState(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
             live_bank=live_bank, proofs=proofs, templates=templates, clock=clock or utcnow,
-            page_threads=ThreadPoolExecutor(store.useful_threads, thread_name_prefix="page"),
+            page_threads=PageThreads(store.useful_threads),
         )  # fmt: skip
         live_bank.prepare.append(proofs.summary)  # the footer's counts, ready before a reload is served
         prover.start()  # keys nothing proved yet are checked in the background, learners first

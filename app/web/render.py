@@ -8,7 +8,6 @@ every filter here takes what it gets.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -389,7 +388,7 @@ async def in_thread(state: WebState, work: Callable[[], T]) -> T:
     """`work` (database reads and writes, rendering) in the app's page threads
     (`WebState.page_threads`): the event loop keeps answering everyone else meanwhile, /healthz
     included, and a database call never stalls it."""
-    return await asyncio.get_running_loop().run_in_executor(state.page_threads, work)
+    return await state.page_threads.run(work)
 
 
 async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +29,7 @@ from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 from app.web.fragments import SharedFragments
+from app.web.page_threads import PageThreads
 
 log = logging.getLogger("ampquiz.web")
 
@@ -44,7 +44,7 @@ class WebState:
     proofs: ProofBook
     templates: Jinja2Templates
     clock: Callable[[], datetime] = field(default=utcnow)
-    page_threads: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, "page"))
+    page_threads: PageThreads = field(default_factory=lambda: PageThreads(1))
     """Where pages' blocking work (database calls, rendering) runs (`render.in_thread`): as many
     threads as the store gains from (`Store.useful_threads`), set by the app's lifespan."""
     fragments: SharedFragments = field(default_factory=SharedFragments)
