@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import event, func, inspect, select, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
 from sqlmodel.sql.sqltypes import UTCDateTime
@@ -84,6 +84,29 @@ def _connect_timeout(parsed: Any) -> dict[str, Any]:
     if parsed.get_backend_name() != "postgresql" or "connect_timeout" in parsed.query:
         return {}
     return {"connect_timeout": CONNECT_TIMEOUT_S}
+
+
+UNOPENABLE = (SQLAlchemyError, OSError, ImportError)
+"""What opening a database raises when it cannot be opened: the driver's error, a SQLite folder
+that cannot be made, a URL SQLAlchemy cannot read, a driver that is not installed."""
+
+
+def unopenable(url: str, exc: BaseException) -> str:
+    """Why the database at `url` could not be opened, in a line (the driver's own first line),
+    the URL's password hidden."""
+    reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()[0]
+    return f"cannot open the database {shown_url(url)}: {reason}"
+
+
+def shown_url(url: str) -> str:
+    """A database URL as it may be printed: a password hidden, in the URL's user part or among
+    its options (`?password=…`)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return "(a URL SQLAlchemy cannot read)"
+    hidden = {k: "***" for k in parsed.query if any(word in k.lower() for word in ("pass", "secret", "token", "key"))}
+    return parsed.update_query_dict(hidden).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

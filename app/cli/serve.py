@@ -66,32 +66,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _database_problem(url: str) -> str | None:
     """Opens the database (making its tables where they are missing): None, or why it cannot be
-    opened, in a line (the driver's own first line), instead of a traceback from every process.
-    A driver that is not installed, or a URL SQLAlchemy cannot read, is such a reason too."""
-    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-
+    opened, in a line, instead of a traceback from every process."""
+    from app.database import UNOPENABLE, unopenable
     from app.store import Store
 
     try:
         Store(url).close()
-    except (SQLAlchemyError, OSError, ImportError) as exc:
-        reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()[0]
-        return f"cannot open the database {_shown(url)}: {reason}"
+    except UNOPENABLE as exc:
+        return unopenable(url, exc)
     return None
-
-
-def _shown(url: str) -> str:
-    """A database URL as it may be printed: a password hidden, in the URL's user part or among
-    its options (`?password=…`)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return "(a URL SQLAlchemy cannot read)"
-    hidden = {k: "***" for k in parsed.query if any(word in k.lower() for word in ("pass", "secret", "token", "key"))}
-    return parsed.update_query_dict(hidden).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
 
 
 def _stopping() -> None:
@@ -123,7 +106,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
     start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.web.preload import GO, UVICORN_ENV
+    from app.web.preload import GO, STARTUP_FAILED, UVICORN_ENV
 
     assert isinstance(settings, Settings)
     host = web = database = None
@@ -177,6 +160,9 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         if failure:
             print(f"ampquiz serve: {failure}", file=sys.stderr)
             return 1
+    if code == STARTUP_FAILED:  # a web process said why (`app.web.process`)
+        print("ampquiz serve: stopped, as a web process could not start (why is above)", file=sys.stderr)
+        return 1
     if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
         return 1

@@ -35,6 +35,13 @@ UVICORN_ENV = "_AMPQUIZ_UVICORN"
 GO = b"go\n"
 """What `serve` writes to this process's standard input once the database is open: only then
 are the web processes forked (see `main`)."""
+STARTUP_FAILED = 3
+"""A web process's exit status when it could not build its app (`app.web.process`), and then
+this process's: uvicorn's own for a process that failed before serving
+(`uvicorn.config.STARTUP_FAILURE`), on which it stops the other processes and ends. Any other
+status is taken for a crash, and the process started again: a database refusing a second web
+process's connections ("too many connections") had each started again twice a second, a
+traceback each time, for as long as serve ran, its port open and unanswered."""
 
 log = logging.getLogger("ampquiz.web")
 
@@ -55,7 +62,6 @@ def _fork_workers() -> bool:
 def main() -> int:
     # First of all: its start-up rules (cores, no collector, gone with serve) hold here too.
     importlib.import_module("app.web.process")
-    import uvicorn
 
     from app.live_bank import preload
     from app.settings import Settings
@@ -77,8 +83,23 @@ def main() -> int:
         told = b""
     if told != GO:
         return 0  # serve is stopping (it says why)
-    uvicorn.run("app.web.process:create_app", factory=True, **options)
-    return 0
+    return _run_web_processes(options)
+
+
+def _run_web_processes(options: dict) -> int:
+    """What `uvicorn.run` does for several processes, keeping its supervisor to read how they
+    ended: 0, or `STARTUP_FAILED` when one could not start (uvicorn then stops them
+    all, and ends as if asked to: serve would have said nothing, and ended with status 0)."""
+    from uvicorn import Config
+    from uvicorn.supervisors import Multiprocess
+
+    config = Config("app.web.process:create_app", factory=True, **options)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    try:
+        supervisor.run()
+    except KeyboardInterrupt:
+        pass
+    return STARTUP_FAILED if any(p.exitcode == STARTUP_FAILED for p in supervisor.processes) else 0
 
 
 if __name__ == "__main__":

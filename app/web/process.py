@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import logging
 import os
 import signal
+import sys
 
 gc.disable()
 
@@ -53,8 +55,12 @@ if _start_on and _start_on != _allowed:
     os.sched_setaffinity(0, _start_on)
 
 from fastapi import FastAPI
+from sqlalchemy.exc import SQLAlchemyError
 
+from app.database import unopenable
+from app.settings import Settings
 from app.web.factory import create_app as _create_app
+from app.web.preload import STARTUP_FAILED
 
 
 def create_app() -> FastAPI:
@@ -64,8 +70,21 @@ def create_app() -> FastAPI:
         _die_with(_IMPORTED_IN, signal.SIGKILL)
     try:
         return _create_app()
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the process cannot serve: said, then ended
+        _could_not_start(exc)
     finally:
         gc.enable()
         if _start_on and _start_on != _allowed:
             with contextlib.suppress(OSError):  # the cores allowed changed meanwhile: keep these
                 os.sched_setaffinity(0, _allowed)
+
+
+def _could_not_start(exc: Exception) -> None:
+    """Says why in a line where the database is why (a traceback otherwise), and ends the process
+    so that serve stops (`STARTUP_FAILED`)."""
+    if isinstance(exc, SQLAlchemyError):
+        print(f"ampquiz: a web process could not start: {unopenable(Settings.from_env().database_url, exc)}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    else:
+        logging.getLogger("ampquiz.web").exception("a web process could not start")
+    sys.exit(STARTUP_FAILED)

@@ -193,3 +193,39 @@ def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothi
         assert said.startswith("ampquiz serve: cannot open the database ") and why in said, said
         assert "s3cret" not in out.stderr
         assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
+
+
+def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_starting_again_and_again(
+    tmp_path: Path,
+) -> None:
+    """A database that serve could open but that refuses the web processes' own connections (a
+    role allowed two at once: serve's check takes two and gives them back, then each web process
+    wants its own): each process that cannot start says why in a line, serve stops with an error
+    status and nothing left running. It was a crash loop: each process started again twice a
+    second, a traceback each time, the port open and never answered, serve's status never set."""
+    from sqlalchemy import create_engine, make_url, text
+
+    from tests.support.postgres import POSTGRES_SERVER
+
+    name = f"ampquiz_limited_{os.getpid()}"
+    admin = create_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2'))
+        conn.execute(text(f'CREATE DATABASE "{name}" OWNER "{name}"'))
+    try:
+        url = make_url(POSTGRES_SERVER).set(username=name, database=name).render_as_string(hide_password=False)
+        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "k" * 40}
+        out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert out.returncode == 1, out.stderr[-3000:]
+        assert "Traceback" not in out.stderr, out.stderr[-3000:]
+        said = [line for line in out.stderr.splitlines() if line.startswith("ampquiz")]
+        assert any(line.startswith("ampquiz: a web process could not start: cannot open the database ")
+                   and "too many connections" in line for line in said), said  # fmt: skip
+        assert said[-1] == "ampquiz serve: stopped, as a web process could not start (why is above)", said
+        assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{name}"'))
+        admin.dispose()
