@@ -75,13 +75,21 @@ def make_engine(url: str, *, autocommit: bool = False) -> Engine:
 
 CONNECT_TIMEOUT_S = 10
 """How long opening a connection to PostgreSQL may take, unless the URL says
-(`?connect_timeout=N`). libpq's default is to wait for good: a server that accepts the connection
-but never answers (stuck, or a port that is not PostgreSQL's) held `serve` at start-up with no
-word, and later each page thread that needed a new connection, so every page hung behind it."""
+(`?connect_timeout=N`) or libpq's own settings may (`PGCONNECT_TIMEOUT`, a service file). libpq's
+default is to wait for good: a server that accepts the connection but never answers (stuck, or a
+port that is not PostgreSQL's) held `serve` at start-up with no word, and later each page thread
+that needed a new connection, so every page hung behind it."""
+
+_LIBPQ_DRIVERS = ("psycopg", "psycopg2")
+"""Drivers that hand `connect_timeout` to libpq (pg8000, say, has no such argument)."""
 
 
 def _connect_timeout(parsed: Any) -> dict[str, Any]:
-    if parsed.get_backend_name() != "postgresql" or "connect_timeout" in parsed.query:
+    """The connect timeout to add, where nothing else says one: an argument given here wins over
+    the URL's options and libpq's environment, so it is left out wherever those may say."""
+    if parsed.get_backend_name() != "postgresql" or parsed.get_driver_name() not in _LIBPQ_DRIVERS:
+        return {}
+    if {"connect_timeout", "service"} & set(parsed.query) or {"PGCONNECT_TIMEOUT", "PGSERVICE"} & set(os.environ):
         return {}
     return {"connect_timeout": CONNECT_TIMEOUT_S}
 

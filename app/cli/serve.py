@@ -106,7 +106,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
     start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.web.preload import GO, STARTUP_FAILED, UVICORN_ENV
+    from app.web.preload import BANNER_ENV, GO, STARTUP_FAILED, UVICORN_ENV
 
     assert isinstance(settings, Settings)
     host = web = database = None
@@ -127,6 +127,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
             os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
+        os.environ[BANNER_ENV] = banner  # said there once the port is held
         web = subprocess.Popen([sys.executable, "-m", "app.web.preload"], stdin=subprocess.PIPE)
         # The database's tables, made here while the web app is imported there; the web
         # processes are forked once this says the database is open (`preload.GO`).
@@ -137,7 +138,6 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         with contextlib.suppress(BrokenPipeError):  # it ended already: its status says how
             web.stdin.write(GO)
             web.stdin.close()
-        print(banner, file=sys.stderr)
         code = web.wait()
     except KeyboardInterrupt:
         # Ctrl+C reaches every process of the terminal's group, a signal sent to this process
@@ -160,13 +160,16 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         if failure:
             print(f"ampquiz serve: {failure}", file=sys.stderr)
             return 1
-    if code == STARTUP_FAILED:  # a web process said why (`app.web.process`)
-        print("ampquiz serve: stopped, as a web process could not start (why is above)", file=sys.stderr)
+    if code == STARTUP_FAILED:  # said why: a web process (`app.web.process`), or uvicorn (the port)
+        print("ampquiz serve: stopped, as the web processes could not start (why is above)", file=sys.stderr)
         return 1
     if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
         return 1
-    return code
+    if code > 0:  # it ended unasked (Ctrl+C reached it alone before it was told to start, say)
+        print(f"ampquiz serve: the web processes' parent ended (status {code})", file=sys.stderr)
+        return 1
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -85,13 +85,15 @@ def create_app(
         try:
             yield {}
         finally:
-            live_bank.stop()
-            await prover.close()
-            question_runs.close()
-            if sandbox is None:
-                await runs.close()
-            app.state.web.page_threads.shutdown(wait=True)
-            store.close()
+            try:
+                live_bank.stop()
+                await prover.close()
+                question_runs.close()
+                if sandbox is None:
+                    await runs.close()
+            finally:  # whatever failed above, pages under way finish (an answer is written whole)
+                app.state.web.page_threads.shutdown(wait=True)
+                store.close()
 
     docs_available = has_local_docs()
     app = FastAPI(

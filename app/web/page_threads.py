@@ -37,16 +37,21 @@ class PageThreads:
         self._closed = False
 
     async def run(self, work: Callable[[], T]) -> T:
-        """`work()` in one of the threads; its result, or its exception raised here. A request
-        that is cancelled meanwhile (its client went away) leaves the work to finish unseen."""
+        """`work()` in one of the threads; its result, or its exception raised here. When the
+        request is cancelled (at the end of a shutdown's grace) before its work started, the
+        work is not done, as with an executor; once started, it is finished, unseen."""
         if not self._started:
             self._start()
-        if self._closed:
-            raise RuntimeError("the page threads are shut down")
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, done, work))
-        return await done
+        with self._lock:  # never queued behind the stop marks of a shutdown
+            if self._closed:
+                raise RuntimeError("the page threads are shut down")
+            self._jobs.put((loop, done, work))
+        try:
+            return await done
+        finally:
+            del done  # as in `_do`: the frame a failure's traceback holds must not hold the future
 
     def _start(self) -> None:
         with self._lock:
@@ -75,10 +80,16 @@ class PageThreads:
 
 
 def _do(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], work: Callable[[], Any]) -> None:
+    if done.cancelled():  # a read of a flag the loop's thread sets: at worst the work is done unseen
+        return
     try:
         result = work()
     except BaseException as exc:  # noqa: BLE001 - raised again where the page awaits it
         _hand_back(loop, done, _raise, exc)
+        # The exception's traceback holds this frame, and the frame the future that holds the
+        # exception: a cycle only the collector frees, so every failed page (each request during
+        # a database outage) stayed in memory until a collection. Broken here.
+        del done, work
     else:
         _hand_back(loop, done, _return, result)
 

@@ -32,6 +32,8 @@ import os
 import sys
 
 UVICORN_ENV = "_AMPQUIZ_UVICORN"
+BANNER_ENV = "_AMPQUIZ_BANNER"
+"""serve's "serving on" line: said here, once the port is held."""
 GO = b"go\n"
 """What `serve` writes to this process's standard input once the database is open: only then
 are the web processes forked (see `main`)."""
@@ -82,11 +84,14 @@ def main() -> int:
     except KeyboardInterrupt:  # Ctrl+C reaches the terminal's whole group, this process too
         told = b""
     if told != GO:
-        return 0  # serve is stopping (it says why)
-    return _run_web_processes(options)
+        # Not told to start: serve is stopping (and then says why, whatever this returns), or
+        # this process was stopped alone (Ctrl+C sent to it only), which serve must not take
+        # for a clean stop.
+        return 1
+    return _run_web_processes(options, os.environ.pop(BANNER_ENV, ""))
 
 
-def _run_web_processes(options: dict) -> int:
+def _run_web_processes(options: dict, banner: str) -> int:
     """What `uvicorn.run` does for several processes, keeping its supervisor to read how they
     ended: 0, or `STARTUP_FAILED` when one could not start (uvicorn then stops them
     all, and ends as if asked to: serve would have said nothing, and ended with status 0)."""
@@ -94,7 +99,9 @@ def _run_web_processes(options: dict) -> int:
     from uvicorn.supervisors import Multiprocess
 
     config = Config("app.web.process:create_app", factory=True, **options)
-    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])  # a port in use: ends here, said
+    if banner:
+        print(banner, file=sys.stderr, flush=True)
     try:
         supervisor.run()
     except KeyboardInterrupt:

@@ -335,7 +335,7 @@ def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
 ) -> None:
     """A port that accepts connections and never says a word (a stuck server, or not PostgreSQL
     at all): opening the store fails with the driver's reason after the connect timeout, where
-    it waited for good; a timeout the URL gives is the URL's."""
+    it waited for good; a timeout the URL or libpq's environment gives is theirs."""
     import socket
     import threading
 
@@ -346,7 +346,9 @@ def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
     monkeypatch.setattr(app.database, "CONNECT_TIMEOUT_S", 2)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; no one answers
         url = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
-        for given, limit in [(url, 2), (url + "?connect_timeout=4", 4)]:
+        for given, limit, environment in [(url, 2, None), (url + "?connect_timeout=4", 4, None), (url, 3, "3")]:
+            if environment is not None:  # libpq's own setting is left to libpq
+                monkeypatch.setenv("PGCONNECT_TIMEOUT", environment)
             outcome: list[BaseException | None] = []
 
             def open_store(given: str = given, outcome: list[BaseException | None] = outcome) -> None:

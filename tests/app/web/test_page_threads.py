@@ -77,3 +77,55 @@ def test_threads_start_with_the_first_page_and_stop_after_the_last() -> None:
             await threads.run(lambda: None)
 
     asyncio.run(after())
+
+
+def test_a_failed_page_is_freed_without_waiting_for_a_collection() -> None:
+    """Every request during a database outage fails in the page threads: what each held must go
+    when it is answered, not wait for the cyclic collector (off while the bank is taken in)."""
+    import gc
+    import weakref
+
+    class Held:
+        """Stands for what a page's work holds (its request, rows, a template context)."""
+
+    threads = PageThreads(1)
+    left: list[weakref.ref[Held]] = []
+
+    async def main() -> None:
+        for _ in range(20):
+            held = Held()
+            left.append(weakref.ref(held))
+
+            def fails(held: Held = held) -> None:
+                raise ConnectionError(f"the database is gone ({held!r})")
+
+            with pytest.raises(ConnectionError):
+                await threads.run(fails)
+            del held, fails
+
+    gc.disable()
+    try:
+        asyncio.run(main())
+        still = sum(1 for ref in left if ref() is not None)
+    finally:
+        gc.enable()
+        threads.shutdown()
+    assert still == 0, f"{still} of 20 failed pages still in memory"
+
+
+def test_a_request_cancelled_before_its_work_started_has_its_work_left_undone() -> None:
+    threads = PageThreads(1)
+    ran: list[str] = []
+
+    async def main() -> None:
+        busy = asyncio.ensure_future(threads.run(lambda: time.sleep(0.2)))
+        await asyncio.sleep(0.02)  # the one thread is busy with the first
+        queued = asyncio.ensure_future(threads.run(lambda: ran.append("queued")))
+        await asyncio.sleep(0.02)
+        queued.cancel()
+        await busy
+        await threads.run(lambda: ran.append("next"))
+
+    asyncio.run(main())
+    threads.shutdown()
+    assert ran == ["next"]

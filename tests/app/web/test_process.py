@@ -149,8 +149,9 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
 
     second = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=server.env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert second.returncode != 0
+    assert second.returncode == 1
     assert "address already in use" in second.stderr.lower(), second.stderr
+    assert "serving on" not in second.stderr, second.stderr  # said once the port is held, never here
     assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
     parent = children(server.proc.pid, "app.web.preload")
@@ -222,10 +223,43 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
         said = [line for line in out.stderr.splitlines() if line.startswith("ampquiz")]
         assert any(line.startswith("ampquiz: a web process could not start: cannot open the database ")
                    and "too many connections" in line for line in said), said  # fmt: skip
-        assert said[-1] == "ampquiz serve: stopped, as a web process could not start (why is above)", said
+        assert said[-1] == "ampquiz serve: stopped, as the web processes could not start (why is above)", said
         assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
             conn.execute(text(f'DROP ROLE IF EXISTS "{name}"'))
         admin.dispose()
+
+
+def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_stopped_before_starting_them(
+    tmp_path: Path,
+) -> None:
+    """The process the web processes are forked from waits for serve's word (the database
+    open) before forking them; stopped alone meanwhile (Ctrl+C sent to it only), it had ended
+    with status 0, and serve then said "serving on" and ended with 0, nothing ever served."""
+    import fcntl
+
+    server = Server(tmp_path, args=("--processes", "2"))
+    database = tmp_path / "data" / "ampquiz.db"
+    database.parent.mkdir(parents=True)
+    with open(f"{database}-writer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # serve's opening of the database waits for this
+        with open(tmp_path / "serve.log", "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=server.env,
+                                    cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            def waiting_to_be_told() -> list[int]:
+                return [pid for pid in children(proc.pid, "app.web.preload")
+                        if "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()]  # fmt: skip
+
+            (parent,) = _wait_for("the web processes' parent waiting for serve's word", waiting_to_be_told, 90)
+            os.kill(parent, signal.SIGINT)
+            _wait_for("it ended", lambda: not cmdline(parent), 30)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        code = proc.wait(timeout=60)
+    said = (tmp_path / "serve.log").read_text()
+    assert code == 1, said
+    assert "the web processes' parent ended (status 1)" in said and "serving on" not in said, said
+    assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
