@@ -56,9 +56,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if problem := _database_problem(settings.database_url):
             print(f"ampquiz serve: {problem}", file=sys.stderr)
             return 1
-        print(banner, file=sys.stderr)
-        uvicorn.run(create_app(settings), **common)
-        return 0
+        config = uvicorn.Config(create_app(settings), **common)
+        server = uvicorn.Server(config)
+        try:
+            socket = config.bind_socket()
+        except SystemExit:  # uvicorn said why (a port in use, say)
+            print(f"ampquiz serve: cannot serve on http://{settings.host}:{settings.port}/ (why is above)", file=sys.stderr)
+            return 1
+        print(banner, file=sys.stderr)  # once the port is held
+        try:
+            server.run(sockets=[socket])
+        except KeyboardInterrupt:  # as uvicorn.run: Ctrl+C is a stop
+            pass
+        return 0 if server.started else 1  # the app's start-up failed (said above)
     except SettingsError as exc:  # found on the way (the secret key's folder, say)
         print(f"ampquiz serve: {exc}", file=sys.stderr)
         return 2
@@ -106,7 +116,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
     start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.web.preload import BANNER_ENV, GO, STARTUP_FAILED, UVICORN_ENV
+    from app.web.preload import BANNER_ENV, GO, NOT_LISTENING, STARTUP_FAILED, UVICORN_ENV
 
     assert isinstance(settings, Settings)
     host = web = database = None
@@ -160,8 +170,11 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         if failure:
             print(f"ampquiz serve: {failure}", file=sys.stderr)
             return 1
-    if code == STARTUP_FAILED:  # said why: a web process (`app.web.process`), or uvicorn (the port)
+    if code == STARTUP_FAILED:  # a web process said why (`app.web.process`)
         print("ampquiz serve: stopped, as the web processes could not start (why is above)", file=sys.stderr)
+        return 1
+    if code == NOT_LISTENING:  # uvicorn said why (a port in use, say)
+        print(f"ampquiz serve: cannot serve on http://{settings.host}:{settings.port}/ (why is above)", file=sys.stderr)
         return 1
     if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)

@@ -32,6 +32,8 @@ import os
 import sys
 
 UVICORN_ENV = "_AMPQUIZ_UVICORN"
+NOT_LISTENING = 4
+"""This process's exit status when it could not listen on the address given (a port in use)."""
 BANNER_ENV = "_AMPQUIZ_BANNER"
 """serve's "serving on" line: said here, once the port is held."""
 GO = b"go\n"
@@ -99,7 +101,11 @@ def _run_web_processes(options: dict, banner: str) -> int:
     from uvicorn.supervisors import Multiprocess
 
     config = Config("app.web.process:create_app", factory=True, **options)
-    supervisor = Multiprocess(config, sockets=[config.bind_socket()])  # a port in use: ends here, said
+    try:
+        socket = config.bind_socket()
+    except SystemExit:  # uvicorn said why (a port in use, say)
+        return NOT_LISTENING
+    supervisor = Multiprocess(config, sockets=[socket])
     if banner:
         print(banner, file=sys.stderr, flush=True)
     try:
