@@ -217,6 +217,11 @@ class Round:
     wall: float = 0.0
     failures: int = 0
     cpu: dict[str, float] = field(default_factory=dict)
+    shares: dict[int, float] = field(default_factory=dict)
+    """Each web process's own CPU in the round (seconds, by pid). Which process takes a
+    connection is the kernel's choice, and a burst of connections (a round's first requests,
+    after uvicorn closed the idle ones) often lands mostly on one: its throughput is then about
+    one core's, whatever the code costs. Printed, so a low figure can be read for what it is."""
 
     @property
     def all(self) -> list[float]:
@@ -311,6 +316,7 @@ class Learners:
         r = Round()
         budget = [requests]
         before = {**cpu_seconds(pid), "database": database_cpu_seconds()}
+        web = {p: _own_cpu(p) for p in web_pids(pid)}
         started = time.perf_counter()
         step = max(1, len(self.questions) // n)
         await asyncio.gather(*(learner(c, self.questions, (i * step) % len(self.questions), budget, r)
@@ -318,6 +324,7 @@ class Learners:
         r.wall = time.perf_counter() - started
         after = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         r.cpu = {k: after[k] - before[k] for k in after}
+        r.shares = {p: _own_cpu(p) - spent for p, spent in web.items()}
         return r
 
     def close(self) -> None:
@@ -403,6 +410,9 @@ def describe(label: str, r: Round, bare: Round | None = None, versus: Round | No
                        + (f"   {r.failures} failed" if r.failures else ""))]  # fmt: skip
     if len(r.latencies) > 1:
         out.append(line("", "p99 by step: " + ", ".join(f"{k} {percentile(v, 99):.0f} ms" for k, v in r.latencies.items())))
+    if len(r.shares) > 1 and (spent := sum(r.shares.values())) > 0:
+        out.append(line("", "web processes' shares of the CPU: "
+                        + " / ".join(f"{100 * v / spent:.0f} %" for v in sorted(r.shares.values(), reverse=True))))  # fmt: skip
     ratios = []
     if bare is not None:
         ratios.append(f"throughput {rate / (bare.requests / bare.wall):.2f}x the bare app's")
@@ -490,6 +500,8 @@ def merge(rounds: list[Round]) -> Round:
         out.failures += r.failures
         for k, v in r.cpu.items():
             out.cpu[k] = out.cpu.get(k, 0.0) + v
+        for pid, v in r.shares.items():
+            out.shares[pid] = out.shares.get(pid, 0.0) + v
     return out
 
 
