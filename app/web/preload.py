@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import json
 import logging
 import multiprocessing
@@ -105,7 +106,12 @@ def _run_web_processes(options: dict, banner: str) -> int:
         socket = config.bind_socket()
     except SystemExit:  # uvicorn said why (a port in use, say)
         return NOT_LISTENING
-    supervisor = Multiprocess(config, sockets=[socket])
+    if "target" in inspect.signature(Multiprocess).parameters:  # uvicorn before it built each process's server itself
+        from uvicorn import Server
+
+        supervisor = Multiprocess(config, target=Server(config).run, sockets=[socket])  # type: ignore[call-arg]
+    else:
+        supervisor = Multiprocess(config, sockets=[socket])
     if banner:
         print(banner, file=sys.stderr, flush=True)
     try:
