@@ -5,10 +5,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import make_url
 
 from sandbox import Sandbox
-from tests.support.postgres import POSTGRES_SERVER
+from tests.support.postgres import POSTGRES_SERVER, as_admin
 from tests.support.web import Web
 
 
@@ -22,13 +22,8 @@ def web(tmp_path: Path, sandbox_pool: Sandbox) -> Web:
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database of its own (in a time zone other than UTC), dropped after the test."""
     name = f"ampquiz_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-        conn.execute(text(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'"))
+    as_admin(f'CREATE DATABASE "{name}"', f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'")
     try:
         yield make_url(POSTGRES_SERVER).set(database=name).render_as_string(hide_password=False)
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        as_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

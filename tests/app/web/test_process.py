@@ -206,15 +206,12 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
     wants its own): each process that cannot start says why in a line, serve stops with an error
     status and nothing left running. It was a crash loop: each process started again twice a
     second, a traceback each time, the port open and never answered, serve's status never set."""
-    from sqlalchemy import create_engine, make_url, text
+    from sqlalchemy import make_url
 
-    from tests.support.postgres import POSTGRES_SERVER
+    from tests.support.postgres import POSTGRES_SERVER, as_admin
 
     name = f"ampquiz_limited_{os.getpid()}"
-    admin = create_engine(POSTGRES_SERVER, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2'))
-        conn.execute(text(f'CREATE DATABASE "{name}" OWNER "{name}"'))
+    as_admin(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2', f'CREATE DATABASE "{name}" OWNER "{name}"')
     try:
         url = make_url(POSTGRES_SERVER).set(username=name, database=name).render_as_string(hide_password=False)
         env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "k" * 40}
@@ -228,10 +225,7 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
         assert said[-1] == "ampquiz serve: stopped, as the web processes could not start (why is above)", said
         assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            conn.execute(text(f'DROP ROLE IF EXISTS "{name}"'))
-        admin.dispose()
+        as_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'DROP ROLE IF EXISTS "{name}"')
 
 
 def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_stopped_before_starting_them(
