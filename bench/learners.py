@@ -285,9 +285,7 @@ async def walk_every_process(server: tuple[subprocess.Popen, str], questions: li
     are opened one at a time, and the walk is repeated (with new ones) while a process served
     less than a third of what the busiest did. Returns the last walk and the CPU split."""
     proc, url = server
-    pids = web_pids(proc.pid)
     for _ in range(5):
-        before = {pid: _own_cpu(pid) for pid in pids}
         warmers = Learners(url, walkers, questions)
         try:
             for conn in warmers.conns:
@@ -296,7 +294,7 @@ async def walk_every_process(server: tuple[subprocess.Popen, str], questions: li
             warm = await warmers.round(walkers, 4 * len(questions) * walkers, proc.pid)
         finally:
             warmers.close()
-        spent = [_own_cpu(pid) - before[pid] for pid in pids]
+        spent = list(warm.shares.values())
         split = " / ".join(f"{s:.1f} s" for s in spent)
         if min(spent) >= max(spent) / 3:
             return warm, split

@@ -61,8 +61,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         try:
             socket = config.bind_socket()
         except SystemExit:  # uvicorn said why (a port in use, say)
-            print(f"ampquiz serve: cannot serve on http://{settings.host}:{settings.port}/ (why is above)", file=sys.stderr)
-            return 1
+            return _cannot_listen(settings.host, settings.port)
         print(banner, file=sys.stderr)  # once the port is held
         try:
             server.run(sockets=[socket])
@@ -85,6 +84,12 @@ def _database_problem(url: str) -> str | None:
     except UNOPENABLE as exc:
         return unopenable(url, exc)
     return None
+
+
+def _cannot_listen(host: str, port: int) -> int:
+    """Ends serve when the address cannot be listened on (uvicorn said why, above)."""
+    print(f"ampquiz serve: cannot serve on http://{host}:{port}/ (why is above)", file=sys.stderr)
+    return 1
 
 
 def _stopping() -> None:
@@ -174,8 +179,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         print("ampquiz serve: stopped, as the web processes could not start (why is above)", file=sys.stderr)
         return 1
     if code == NOT_LISTENING:  # uvicorn said why (a port in use, say)
-        print(f"ampquiz serve: cannot serve on http://{settings.host}:{settings.port}/ (why is above)", file=sys.stderr)
-        return 1
+        return _cannot_listen(settings.host, settings.port)
     if code < 0:  # killed unasked (the OOM killer, kill -9): its web processes went with it
         print(f"ampquiz serve: the web processes' parent ended (signal {-code})", file=sys.stderr)
         return 1
