@@ -19,15 +19,13 @@ from sqlmodel import Session, SQLModel, select
 
 from app import store_sql as sql
 from app.database import (
-    DriverQuery,
-    DriverWrite,
     SqliteWriterTurn,
     add_missing_columns,
     make_engine,
     reconnecting,
-    rows_together,
     schema_turn,
 )
+from app.driver_statements import DriverQuery, DriverWrite, rows_together
 from app.learner_summaries import KeptSummaries, KeptSummary, as_asked
 from app.store_rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
 from app.tables import (

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.database import DriverQuery
+from app.driver_statements import DriverQuery
 from app.store import ReviewUpdate, Store
 from tests.support.postgres import drop_connections
 
