@@ -63,6 +63,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         except SystemExit:  # uvicorn said why (a port in use, say)
             return _cannot_listen(settings.host, settings.port)
         print(banner, file=sys.stderr)  # once the port is held
+        # SIGTERM (a supervisor's stop) ends this process as Ctrl+C does, with status 0 as with
+        # several processes: uvicorn stops gracefully on it, then raises it again once its own
+        # handler is gone, which without this one killed the process (status 143 in a shell).
+        signal.signal(signal.SIGTERM, _stop)
         try:
             server.run(sockets=[socket])
         except KeyboardInterrupt:  # as uvicorn.run: Ctrl+C is a stop

@@ -165,6 +165,26 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
     _gone(web + parent)
 
 
+def test_serve_with_one_process_stops_on_sigterm_with_status_0_and_its_sandbox_with_it(tmp_path: Path) -> None:
+    """One process, started from a script in the background (SIGINT ignored): SIGTERM, a
+    supervisor's stop, ends it as cleanly as with several processes: status 0, where it used to
+    die of the signal uvicorn raised again after its graceful stop (143 in a shell, a failure to
+    a supervisor that reads statuses), and no sandbox process left behind."""
+    server = Server(tmp_path)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by serve, as from `serve &`
+    try:
+        server.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert server.proc is not None
+    zygotes = children(server.proc.pid, "sandbox.zygote")
+    assert zygotes
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
+    assert "Traceback" not in server.log.read_text()
+    assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+
+
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothing_running(
     processes: str, tmp_path: Path, request: pytest.FixtureRequest
