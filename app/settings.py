@@ -12,6 +12,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -27,6 +28,22 @@ offline from one captured message."""
 
 class SettingsError(ValueError):
     """A setting read from the environment is malformed; the message names the variable."""
+
+
+DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def deployment_name(workers_url: str) -> str:
+    """The deployment's name in a `nats://HOST:PORT/NAME` URL's path ('' when it has none), which
+    keeps deployments sharing a NATS server apart (`app.runs.jetstream.Layout`); ValueError for
+    a path that is not a name: it is one token of a NATS subject, and part of a stream's name."""
+    name = urlsplit(workers_url).path.strip("/")
+    if name and not DEPLOYMENT_NAME.fullmatch(name):
+        raise ValueError(
+            f"names the deployment {name!r} in its path: a name is 1 to 32 letters, digits, '-' or '_' "
+            "(nats://HOST:PORT/NAME, to share the NATS server with other deployments)"
+        )
+    return name
 
 
 class Settings(BaseModel):
@@ -76,7 +93,8 @@ class Settings(BaseModel):
         description="Where snippets run. Empty: a sandbox pool inside the server (the default). "
         "`nats://HOST:PORT`: sandbox workers on other machines (`ampquiz worker`, same variable), "
         "fed through NATS JetStream; the server then starts no sandbox and may run as several "
-        "processes. (`unix://PATH` is what `serve --processes` uses between its own processes.)",
+        "processes. `nats://HOST:PORT/NAME`: the same, for one of several deployments sharing "
+        "that NATS server. (`unix://PATH` is what `serve --processes` uses between its own processes.)",
     )
     workers_key: str = Field(
         "",
@@ -95,6 +113,8 @@ class Settings(BaseModel):
         url = url.strip()
         if url and not url.startswith(("nats://", "tls://", "unix://")):
             raise ValueError("must be empty (a local sandbox pool), nats://HOST:PORT or tls://HOST:PORT")
+        if url.startswith(("nats://", "tls://")):
+            deployment_name(url)  # where its path names the deployment, a name
         return url
 
     @field_validator("workers_key")

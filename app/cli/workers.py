@@ -33,7 +33,7 @@ async def ask(url: str, key: str, wait_s: float = 1.0) -> tuple[list[dict[str, A
 
     inbox = nc.new_inbox()
     await nc.subscribe(inbox, cb=took)
-    await nc.publish(layout.PING_SUBJECT, b"", reply=inbox)
+    await nc.publish(layout.Layout.of(url).ping_subject, b"", reply=inbox)
     await asyncio.sleep(wait_s)
     await nc.close()
     return sorted(answers.values(), key=lambda w: w["id"]), other_key

@@ -1,5 +1,11 @@
 """The layout on the NATS server that the web and the workers agree on, in one place.
 
+The names below are those of a deployment alone on its NATS server. Deployments sharing one
+(production and staging, two test runs on one host) each name themselves in the URL's path,
+`nats://HOST:PORT/NAME`, and get names of their own (`Layout`): `AMPQUIZ_RUNS_NAME`,
+`ampquiz-NAME.runs.cpu` and so on. Two deployments on one server without names of their own take
+each other's runs (and drop them, signed with another key), and hear each other's workers.
+
 - Stream `AMPQUIZ_RUNS` (a work queue, in memory): a run waits under `ampquiz.runs.cpu` or
   `ampquiz.runs.cuda`, and leaves the stream when a worker acknowledges it. The stream holds at
   most `queue_limit` runs (new ones are refused, not old ones dropped): that is the bound on
@@ -19,7 +25,9 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 import nats.js.errors
@@ -34,18 +42,60 @@ from nats.js.api import (
 )
 
 from app.runs.messages import MAX_LIMITS
+from app.settings import deployment_name
 
 log = logging.getLogger("ampquiz.runs")
 
-STREAM = "AMPQUIZ_RUNS"
-RUN_SUBJECT = "ampquiz.runs.{device}"
-RESULTS_SUBJECT = "ampquiz.results.{web}"
-RESULTS_SUBJECT_FORM = re.compile(r"ampquiz\.results\.[0-9a-f]{12}")
-"""The only subjects a worker ever replies on: a web process's results subject, as
-`RemoteRuns` names it (`web` is 12 hex digits)."""
-STATUS_SUBJECT = "ampquiz.workers.status"
-PING_SUBJECT = "ampquiz.workers.ping"
-MAX_DELIVERIES_ADVISORY = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM}.*"
+def server_url(url: str) -> str:
+    """The NATS server's own URL: `url` without the deployment's name (its path)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The stream and subjects of one deployment on a NATS server (see above)."""
+
+    name: str = ""
+
+    @classmethod
+    def of(cls, url: str) -> Layout:
+        """The layout of the deployment `url` names (see `app.settings.deployment_name`)."""
+        return cls(deployment_name(url))
+
+    @property
+    def _root(self) -> str:
+        return f"ampquiz-{self.name}" if self.name else "ampquiz"
+
+    @property
+    def stream(self) -> str:
+        return f"AMPQUIZ_RUNS_{self.name}" if self.name else "AMPQUIZ_RUNS"
+
+    def run_subject(self, device: str) -> str:
+        """Where a run waits for a worker of `device` (`*`: any)."""
+        return f"{self._root}.runs.{device}"
+
+    def results_subject(self, web: str) -> str:
+        """A web process's own subject, where its runs' results come (`web`: 12 hex digits)."""
+        return f"{self._root}.results.{web}"
+
+    def is_results_subject(self, subject: str) -> bool:
+        """The only subjects a worker ever replies on: a web process's results subject, as
+        `RemoteRuns` names it."""
+        return re.fullmatch(re.escape(self._root) + r"\.results\.[0-9a-f]{12}", subject) is not None
+
+    @property
+    def status_subject(self) -> str:
+        return f"{self._root}.workers.status"
+
+    @property
+    def ping_subject(self) -> str:
+        return f"{self._root}.workers.ping"
+
+    @property
+    def max_deliveries_advisory(self) -> str:
+        return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.*"
+
 
 REPLY_HEADER = "Ampquiz-Reply"
 RUN_HEADER = "Ampquiz-Run"
@@ -89,7 +139,8 @@ request with a long wall limit could be replayed, and run again, between the two
 
 
 async def connect(url: str, name: str, *, reconnect: bool = True) -> Any:
-    """A NATS connection that says what went wrong in one log line (nats-py's default prints a
+    """A NATS connection to the server `url` names (its path, a deployment's name, is `Layout`'s)
+    that says what went wrong in one log line (nats-py's default prints a
     traceback for every failed attempt). Without `reconnect` (a one-off command) a server out of
     reach fails at once."""
 
@@ -101,19 +152,19 @@ async def connect(url: str, name: str, *, reconnect: bool = True) -> Any:
         options.update(max_reconnect_attempts=-1, reconnect_time_wait=1)
     else:
         options.update(allow_reconnect=False, max_reconnect_attempts=1)
-    return await nats.connect(url, **options)
+    return await nats.connect(server_url(url), **options)
 
 
 def consumer_name(device: str) -> str:
     return f"runs-{device}"
 
 
-async def ensure_layout(js: JetStreamContext, queue_limit: int) -> None:
+async def ensure_layout(js: JetStreamContext, layout: Layout, queue_limit: int) -> None:
     """Creates (or brings up to date) the stream and both consumers; safe to call from every
     web process and worker at once."""
     config = StreamConfig(
-        name=STREAM,
-        subjects=[RUN_SUBJECT.format(device="*")],
+        name=layout.stream,
+        subjects=[layout.run_subject("*")],
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.MEMORY,
         max_msgs=max(1, queue_limit),
@@ -128,13 +179,13 @@ async def ensure_layout(js: JetStreamContext, queue_limit: int) -> None:
     for device in ("cpu", "cuda"):
         consumer = ConsumerConfig(
             durable_name=consumer_name(device),
-            filter_subject=RUN_SUBJECT.format(device=device),
+            filter_subject=layout.run_subject(device),
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=ACK_WAIT_S,
             max_deliver=MAX_DELIVERIES,
             max_waiting=4096,
         )
-        await js.add_consumer(STREAM, consumer)
+        await js.add_consumer(layout.stream, consumer)
 
 
 def is_queue_full(error: Exception) -> bool:

@@ -59,13 +59,14 @@ class Waiting:
 
 
 class RemoteRuns:
-    def __init__(self, nc: Any, settings: Settings) -> None:
+    def __init__(self, nc: Any, settings: Settings, names: layout.Layout) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.settings = settings
         self.signer = Signer(settings.workers_key)
         self.web_id = uuid.uuid4().hex[:12]
-        self.results_subject = layout.RESULTS_SUBJECT.format(web=self.web_id)
+        self.layout = names
+        self.results_subject = names.results_subject(self.web_id)
         self.workers = settings.sandbox_workers
         self._announced: dict[str, dict[str, Any]] = {}
         self._waiting: dict[str, Waiting] = {}
@@ -79,11 +80,11 @@ class RemoteRuns:
     @classmethod
     async def connect(cls, url: str, settings: Settings, *, discover_s: float = 1.5) -> RemoteRuns:
         nc = await layout.connect(url, "ampquiz-web")
-        runs = cls(nc, settings)
-        await layout.ensure_layout(runs.js, settings.run_queue + 64)
+        runs = cls(nc, settings, layout.Layout.of(url))
+        await layout.ensure_layout(runs.js, runs.layout, settings.run_queue + 64)
         await nc.subscribe(runs.results_subject, cb=runs._on_result)
-        await nc.subscribe(layout.STATUS_SUBJECT, cb=runs._on_status)
-        await nc.subscribe(layout.MAX_DELIVERIES_ADVISORY, cb=runs._on_gave_up)
+        await nc.subscribe(runs.layout.status_subject, cb=runs._on_status)
+        await nc.subscribe(runs.layout.max_deliveries_advisory, cb=runs._on_gave_up)
         runs._watchdog = asyncio.ensure_future(runs._watch())
         await runs.discover(discover_s)
         online = runs.online()
@@ -99,7 +100,7 @@ class RemoteRuns:
         """Asks every worker to say what it is now (rather than waiting for its next announcement)."""
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox, cb=self._on_status)
-        await self.nc.publish(layout.PING_SUBJECT, b"", reply=inbox)
+        await self.nc.publish(self.layout.ping_subject, b"", reply=inbox)
         await asyncio.sleep(wait_s)
         await sub.unsubscribe()
 
@@ -161,7 +162,7 @@ class RemoteRuns:
         patience = layout.patience_s(limits.wall_s)
         waiting = Waiting(asyncio.get_running_loop().create_future(), routed, time.monotonic() + patience)
         self._waiting[run_id] = waiting
-        subject, body = layout.RUN_SUBJECT.format(device=routed), RunRequest(run_id, code, limits, explain, device).encode()
+        subject, body = self.layout.run_subject(routed), RunRequest(run_id, code, limits, explain, device).encode()
         deadline_said = f"{time.time() + patience:.3f}"
         headers = {
             layout.REPLY_HEADER: self.results_subject,

@@ -46,6 +46,7 @@ class Worker:
     def __init__(self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
         self.pool = pool
         self.url = url
+        self.layout = layout.Layout.of(url)
         self.signer = Signer(key)
         self.slots = slots or pool.workers
         self.queue_limit = queue_limit
@@ -71,8 +72,8 @@ class Worker:
     async def serve(self) -> None:
         """Until `stop()` (or SIGTERM/SIGINT from the CLI): pull, run, reply, acknowledge."""
         self.nc = await layout.connect(self.url, f"ampquiz-worker {self.id}")
-        await layout.ensure_layout(self.nc.jetstream(), self.queue_limit)
-        await self.nc.subscribe(layout.PING_SUBJECT, cb=self._pong)
+        await layout.ensure_layout(self.nc.jetstream(), self.layout, self.queue_limit)
+        await self.nc.subscribe(self.layout.ping_subject, cb=self._pong)
         chores = [asyncio.ensure_future(self._announce()), asyncio.ensure_future(self._keep_leases())]
         new_loop = _loop_factory(asyncio.get_running_loop())
         slots = [threading.Thread(target=self._slot_thread, args=(n, new_loop), name=f"worker-slot-{n}", daemon=True)
@@ -90,7 +91,7 @@ class Worker:
         await asyncio.gather(*chores, return_exceptions=True)
         with contextlib.suppress(Exception):  # say goodbye, so the web stops routing here at once
             body, headers = announcement(self.signer, self.status())
-            await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
+            await self.nc.publish(self.layout.status_subject, body, headers=headers)
             await self.nc.drain()
         log.info("worker %s stopped after %d runs (%d failed)", self.id, self.done, self.failed)
 
@@ -107,7 +108,7 @@ class Worker:
     async def _announce(self) -> None:
         while True:
             body, headers = announcement(self.signer, self.status())
-            await self.nc.publish(layout.STATUS_SUBJECT, body, headers=headers)
+            await self.nc.publish(self.layout.status_subject, body, headers=headers)
             await asyncio.sleep(layout.ANNOUNCE_S)
 
     async def _keep_leases(self) -> None:
@@ -131,7 +132,7 @@ class Worker:
     async def _slot(self, n: int) -> None:
         nc = await layout.connect(self.url, f"ampquiz-worker {self.id} slot {n}")
         try:
-            psub = await nc.jetstream().pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=layout.STREAM)
+            psub = await nc.jetstream().pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=self.layout.stream)
             while not self._stopping.is_set():
                 try:
                     msgs = await psub.fetch(1, timeout=FETCH_S)
@@ -165,7 +166,7 @@ class Worker:
         # Only a web process holding the key may make this worker run code, and reply only where
         # a web process listens: anything else is dropped for good, never run, never answered.
         signed = self.signer.verify(headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data)
-        if not signed or not layout.RESULTS_SUBJECT_FORM.fullmatch(reply):
+        if not signed or not self.layout.is_results_subject(reply):
             if signed:
                 log.error("worker %s: refused run %s: it asks for its result on %r", self.id, run_id, reply)
             await msg.term()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.runs.jetstream import Layout
 from app.settings import Settings, SettingsError, settings_table
 from tests.support.cli import REPO
 
@@ -87,3 +88,17 @@ def test_a_secret_key_that_cannot_be_kept_is_a_settings_error_saying_what_to_do(
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'file' / 'db.sqlite'}")
     with pytest.raises(SettingsError, match=r"cannot keep the secret key in .*file.*set AMPQUIZ_SECRET_KEY"):
         settings.resolved_secret_key()
+
+
+def test_a_deployment_named_in_the_workers_url_must_be_a_name() -> None:
+    """`nats://HOST:PORT/NAME` keeps deployments sharing a NATS server apart; a path that could
+    not be one token of a subject is refused at start-up, saying what a name is."""
+    key = {"AMPQUIZ_WORKERS_KEY": "k" * 40}
+    for url, name in [("nats://127.0.0.1:4222", ""), ("nats://127.0.0.1:4222/", ""),
+                      ("tls://user:pw@nats.example:4222/staging-2", "staging-2")]:  # fmt: skip
+        assert Settings.from_env({"AMPQUIZ_WORKERS_URL": url, **key}).workers_url == url
+        assert Layout.of(url).name == name
+    for bad in ("nats://127.0.0.1:4222/a.b", "nats://127.0.0.1:4222/prod/eu", "nats://127.0.0.1:4222/x*",
+                "nats://127.0.0.1:4222/" + "n" * 33):  # fmt: skip
+        with pytest.raises(SettingsError, match=r"AMPQUIZ_WORKERS_URL.*a name is 1 to 32 letters, digits, '-' or '_'"):
+            Settings.from_env({"AMPQUIZ_WORKERS_URL": bad, **key})

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import nats
 import nats.js.errors
 
+from app.runs.jetstream import Layout
 from sandbox import Limits
 from tests.support.cli import REPO
 
@@ -27,7 +29,11 @@ QUICK = Limits(wall_s=10, cpu_s=10)
 Start = Callable[..., Awaitable[list["WorkerProcess"]]]
 """The `start` fixture: starts n workers (of `slots` each) and waits until the web hears them."""
 
-NATS_URL = os.environ.get("AMPQUIZ_TEST_NATS_URL", "nats://127.0.0.1:4222")
+NATS_SERVER = os.environ.get("AMPQUIZ_TEST_NATS_URL", "nats://127.0.0.1:4222")
+NATS_URL = f"{NATS_SERVER}/test-{uuid.uuid4().hex[:12]}"
+"""This test run's deployment on the NATS server (`app.runs.jetstream.Layout`): another run on
+the same host, at the same time, neither takes its runs nor hears its workers."""
+LAYOUT = Layout.of(NATS_URL)
 WORKERS_KEY = "test-workers-key-" + "k" * 32
 """The secret the tests' web side and workers share (AMPQUIZ_WORKERS_KEY)."""
 WORKERS_ENV = {"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": WORKERS_KEY}
@@ -80,12 +86,11 @@ class WorkerProcess:
 
 
 async def reset_stream() -> None:
-    """No runs left over from an earlier test (the stream is re-made by the next web or worker)."""
-    from app.runs.jetstream import STREAM
-
-    nc = await nats.connect(NATS_URL)
+    """No runs left over from an earlier test (the stream is re-made by the next web or worker);
+    also what a run of the tests leaves on the NATS server at its end."""
+    nc = await nats.connect(NATS_SERVER)
     with contextlib.suppress(nats.js.errors.NotFoundError):  # not there yet
-        await nc.jetstream().delete_stream(STREAM)
+        await nc.jetstream().delete_stream(LAYOUT.stream)
     await nc.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -9,6 +10,13 @@ import pytest
 
 from app.runs.remote import RemoteRuns
 from tests.support.workers import NATS_URL, Start, WorkerProcess, remote_settings, reset_stream
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stream_dropped_at_the_end() -> Iterator[None]:
+    """This run's stream (its deployment's, see `NATS_URL`) does not outlive it on the server."""
+    yield
+    asyncio.run(reset_stream())
 
 
 @pytest.fixture

@@ -6,24 +6,31 @@ them as the web does, through `RemoteRuns`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import nats
+import nats.js.errors
 import pytest
 
 from app.runs import RunsFull
 from app.runs import jetstream as layout
+from app.runs.jetstream import Layout
 from app.runs.messages import RunRequest
 from app.runs.remote import LOST, RemoteRuns
 from app.runs.signing import SIGNATURE_HEADER, Signer
+from app.settings import Settings
 from sandbox import Limits
 from tests.support.cli import REPO
 from tests.support.workers import (
+    LAYOUT,
+    NATS_SERVER,
     NATS_URL,
     QUICK,
     WORKERS_ENV,
@@ -75,8 +82,8 @@ async def test_a_busy_worker_takes_nothing_new(web: RemoteRuns, start: Start) ->
     await until(lambda: status_of(web, worker.id)["busy"] == 1)
     second = asyncio.ensure_future(web.run("import time\nprint(time.time())", QUICK))
     await asyncio.sleep(0.3)
-    nc = await nats.connect(NATS_URL)
-    consumer = await nc.jetstream().consumer_info(layout.STREAM, layout.consumer_name("cpu"))
+    nc = await nats.connect(NATS_SERVER)
+    consumer = await nc.jetstream().consumer_info(LAYOUT.stream, layout.consumer_name("cpu"))
     await nc.close()
     # The second run waits in the queue, not inside the busy worker.
     assert (consumer.num_ack_pending, consumer.num_pending) == (1, 1)
@@ -177,13 +184,13 @@ async def test_with_no_worker_online_a_run_is_refused_not_queued(web: RemoteRuns
 
 async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_the_next(web: RemoteRuns, start: Start) -> None:
     (worker,) = await start(1, slots=1)  # one slot: its pull loop must outlive the bad message
-    nc = await nats.connect(NATS_URL)
+    nc = await nats.connect(NATS_SERVER)
     answers: list[object] = []
 
     async def took(msg: object) -> None:
         answers.append(msg)
 
-    reply, subject = "ampquiz.results.feedfacefeed", layout.RUN_SUBJECT.format(device="cpu")
+    reply, subject = LAYOUT.results_subject("feedfacefeed"), LAYOUT.run_subject("cpu")
     await nc.subscribe(reply, cb=took)
     try:
         body = RunRequest("bad-deadline", "print('ran anyway')", QUICK).encode()
@@ -198,3 +205,37 @@ async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_
     assert answers == []
     assert "run bad-deadline dropped" in worker.log.read_text()
     await until(lambda: status_of(web, worker.id)["done"] == 1)
+
+
+async def test_another_deployment_on_the_same_nats_server_neither_hears_this_ones_workers_nor_feeds_them(
+    web: RemoteRuns, start: Start
+) -> None:
+    """Deployments sharing a NATS server, each named in its URL (`nats://HOST:PORT/NAME`), even
+    with one workers' key: the other's web hears none of this one's workers (its learners are
+    told none is online), a run put in the other's queue is never taken by them, and this one's
+    runs go on as before."""
+    (worker,) = await start(1, slots=1)
+    other_url = f"{NATS_SERVER}/other-{uuid.uuid4().hex[:8]}"
+    other = await RemoteRuns.connect(other_url, Settings(workers_url=other_url, workers_key=WORKERS_KEY), discover_s=0.5)
+    nc = await nats.connect(NATS_SERVER)
+    try:
+        assert web.online() and other.online() == []
+        refused = await asyncio.wait_for(other.run("print(1)", QUICK), 1.0)
+        assert refused.status == "unavailable" and "no sandbox worker is online" in refused.message
+
+        theirs = Layout.of(other_url)
+        subject, reply, run_id = theirs.run_subject("cpu"), other.results_subject, uuid.uuid4().hex
+        body, deadline = RunRequest(run_id, "print('taken')", QUICK).encode(), f"{time.time() + 60:.3f}"
+        headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: deadline, "Nats-Msg-Id": run_id,
+                   SIGNATURE_HEADER: Signer(WORKERS_KEY).sign("run", subject, run_id, reply, deadline, body=body)}  # fmt: skip
+        await nc.jetstream().publish(subject, body, headers=headers)  # signed with the very key this worker holds
+        ours = await asyncio.wait_for(web.run("print('ours')", QUICK), 20)
+        assert (ours.status, ours.stdout) == ("ok", "ours\n")
+        await asyncio.sleep(1.5)  # a worker slot asks for a run every second
+        assert (await nc.jetstream().stream_info(theirs.stream)).state.messages == 1  # still waiting there
+        await until(lambda: status_of(web, worker.id)["done"] == 1)  # ours, and nothing else
+    finally:
+        await other.close()
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await nc.jetstream().delete_stream(Layout.of(other_url).stream)
+        await nc.close()

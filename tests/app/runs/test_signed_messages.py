@@ -21,14 +21,23 @@ from app.runs.remote import RemoteRuns
 from app.runs.signing import SIGNATURE_HEADER, Signer
 from sandbox import RunResult
 from tests.support.cli import REPO
-from tests.support.workers import NATS_URL, QUICK, WORKERS_KEY, Start, status_of, until
+from tests.support.workers import (
+    LAYOUT,
+    NATS_SERVER,
+    NATS_URL,
+    QUICK,
+    WORKERS_KEY,
+    Start,
+    status_of,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
 OUTSIDERS_KEY = "an-outsider-guessing-the-key-" + "x" * 20
 
 
 async def outsider() -> Any:
-    return await nats.connect(NATS_URL, name="outsider")
+    return await nats.connect(NATS_SERVER, name="outsider")
 
 
 async def overhear(nc: Any, subject: str) -> list[Any]:
@@ -46,7 +55,7 @@ async def overhear(nc: Any, subject: str) -> list[Any]:
 async def test_a_forged_result_is_ignored_and_the_genuine_one_returned(web: RemoteRuns, start: Start) -> None:
     await start(1)
     nc = await outsider()
-    seen = await overhear(nc, layout.RUN_SUBJECT.format(device="*"))
+    seen = await overhear(nc, LAYOUT.run_subject("*"))
     try:
         running = asyncio.ensure_future(web.run("import time\ntime.sleep(1.5)\nprint('genuine')", QUICK))
         await until(lambda: bool(seen))  # what travels in clear: the run's id and where its result goes
@@ -68,9 +77,9 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
     (worker,) = await start(1)
     nc = await outsider()
     js = nc.jetstream()
-    listening = "ampquiz.results.0123456789ab"  # a web's results subject, as a worker accepts
+    listening = LAYOUT.results_subject("0123456789ab")  # a web's results subject, as a worker accepts
     answers, elsewhere = await overhear(nc, listening), await overhear(nc, "victim.>")
-    subject = layout.RUN_SUBJECT.format(device="cpu")
+    subject = LAYOUT.run_subject("cpu")
     deadline = f"{time.time() + 60:.3f}"
     try:
         for n, (key, reply) in enumerate([
@@ -88,7 +97,7 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
         assert genuine.stdout == "genuine\n"
         await until(lambda: status_of(web, worker.id)["done"] == 1)
         await asyncio.sleep(1.5)  # another announcement: still only the genuine run
-        consumer = await js.consumer_info(layout.STREAM, layout.consumer_name("cpu"))
+        consumer = await js.consumer_info(LAYOUT.stream, layout.consumer_name("cpu"))
     finally:
         await nc.close()
     assert status_of(web, worker.id)["done"] == 1
@@ -105,14 +114,14 @@ async def test_a_captured_run_request_published_again_is_not_run_twice(web: Remo
     replayed, and run again, in between."""
     (worker,) = await start(1)
     nc = await outsider()
-    seen = await overhear(nc, layout.RUN_SUBJECT.format(device="*"))
+    seen = await overhear(nc, LAYOUT.run_subject("*"))
     try:
         assert (await web.run("print('once')", QUICK)).stdout == "once\n"
         await until(lambda: bool(seen) and status_of(web, worker.id)["done"] == 1)
         copy = seen[0]
         replayed = await nc.jetstream().publish(copy.subject, copy.data, headers=dict(copy.headers))
         await asyncio.sleep(1.5)  # a worker would have taken it by now, and announced it
-        info = await nc.jetstream().stream_info(layout.STREAM)
+        info = await nc.jetstream().stream_info(LAYOUT.stream)
     finally:
         await nc.close()
     assert replayed.duplicate is True
@@ -124,7 +133,7 @@ async def test_a_captured_run_request_published_again_is_not_run_twice(web: Remo
 async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, start: Start) -> None:
     (worker,) = await start(1)
     nc = await outsider()
-    heard = await overhear(nc, layout.STATUS_SUBJECT)
+    heard = await overhear(nc, LAYOUT.status_subject)
     await until(lambda: any(not json.loads(m.data).get("leaving") for m in heard))
     genuine = next(m for m in heard if not json.loads(m.data).get("leaving"))
     capacity = web.workers
@@ -132,7 +141,7 @@ async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, sta
                         "torch_version": "2.13.0", "slots": 64, "busy": 0, "sent": time.time()}).encode()  # fmt: skip
     try:
         for headers in ({}, {SIGNATURE_HEADER: "f" * 64}, {SIGNATURE_HEADER: Signer(OUTSIDERS_KEY).sign("status", body=ghost)}):
-            await nc.publish(layout.STATUS_SUBJECT, ghost, headers=headers)
+            await nc.publish(LAYOUT.status_subject, ghost, headers=headers)
         await nc.flush()
         await asyncio.sleep(0.5)
         assert [w["id"] for w in web.online()] == [worker.id]
@@ -143,7 +152,7 @@ async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, sta
 
         worker.stop()  # it says goodbye; a replay of what it said while alive must not bring it back
         await until(lambda: web.online() == [])
-        await nc.publish(layout.STATUS_SUBJECT, genuine.data, headers=genuine.headers)
+        await nc.publish(LAYOUT.status_subject, genuine.data, headers=genuine.headers)
         await nc.flush()
         await asyncio.sleep(0.5)
         assert web.online() == []
