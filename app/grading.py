@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.bank.lint import NUMBER
 from app.bank.load import LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, Tolerance
+from app.bank.schema import NUMBER, MultipleChoiceQuestion, PredictOutputQuestion, Tolerance
 
 if TYPE_CHECKING:
     from app.store import Attempt
@@ -42,28 +41,61 @@ _DTYPE_NAME = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d
 _SAME_DTYPE = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
                "short": "int16", "cfloat": "complex64", "cdouble": "complex128"}  # fmt: skip
 _WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|inf|nan)(?!\w)")
+_DEVICES = re.compile(r"(?<![\w.])(?:cpu|cuda(?::\d+)?|meta|mps|xpu)(?!\w)")
+_NAMES = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def spelled_otherwise(spelling: str, printed: str) -> str | None:
     """Why an accepted spelling of an output does not say what `printed` says, or None when it
-    does: the same numbers (to the digits the spelling gives), the same dtypes (`half` is
-    float16), the same True/False/None/inf/nan, in the same order. An author's `accept` list is
-    checked so against the run: `[torch.float16, torch.float32]` for code that prints float32
-    graded float16 right."""
+    does. It may leave words out (`0.33` for `tensor(0.3333)`) and spell a dtype otherwise
+    (`half` for float16, `float32` for `torch.float32`), but never name what the code does not
+    print: the same dtypes, devices and True/False/None/inf/nan in the same order, no other name
+    the output lacks (`Parameter` for `Tensor`), and the same numbers to the digits the spelling
+    gives, with at least two significant ones where it is not exact (`0.0` is not 1.5e-05, nor
+    `2e-05`). An author's `accept` list is checked so against the run: `[torch.float16,
+    torch.float32]` for code that prints float32 graded float16 right."""
     for what, found in (("dtypes", lambda t: [_SAME_DTYPE.get(m, m) for m in _DTYPE_NAME.findall(t)]),
-                        ("words", lambda t: [w.lower() for w in _WORDS.findall(t)])):  # fmt: skip
+                        ("devices", _DEVICES.findall), ("words", lambda t: [w.lower() for w in _WORDS.findall(t)])):  # fmt: skip
         if found(spelling) != found(printed):
             return f"names {', '.join(found(spelling)) or 'no ' + what} where the code prints {', '.join(found(printed)) or 'none'}"
     said, real = NUMBER.findall(spelling), NUMBER.findall(printed)
     if len(said) != len(real) or any(not _same_number(a, b) for a, b in zip(said, real)):
         return f"has the numbers {', '.join(said) or 'none'} where the code prints {', '.join(real) or 'none'}"
+    if extra := _names_not_printed(spelling, printed):
+        return f"names {', '.join(extra)}, which the code does not print"
     return None
 
 
+def _names_not_printed(spelling: str, printed: str) -> list[str]:
+    """The names in `spelling` that are not, in order, among those `printed` shows (a dotted
+    name counts as its last part: `Tensor` is `torch.Tensor`). Numbers, dtypes, devices and
+    True/False/None/inf/nan are compared on their own (see `spelled_otherwise`)."""
+
+    def names(text: str) -> list[str]:
+        for compared in (NUMBER, _DTYPE_NAME, _DEVICES, _WORDS):
+            text = compared.sub(" ", text)
+        return [name.rsplit(".", 1)[-1] for name in _NAMES.findall(text)]
+
+    shown = iter(names(printed))
+    return [name for name in names(spelling) if name not in shown]
+
+
 def _same_number(written: str, printed: str) -> bool:
-    """`0.33` says 0.3333 (rounded to the digits written); `0.34` does not."""
+    """`0.33` says 0.3333 (rounded to the digits written); `0.34` does not, nor `0.3` (one
+    significant digit of a number that has more), nor `0.0` (any number but zero)."""
+    if float(written) == float(printed):
+        return True
+    if float(written) == 0 or float(printed) == 0 or _significant(written) < min(2, _significant(printed)):
+        return False
     digits = len(written.split(".")[1].split("e")[0].split("E")[0]) if "." in written else 0
     return math.isclose(float(written), float(printed), abs_tol=0.5 * 10 ** (-digits) * (10 ** _exponent(written)) + 1e-12)
+
+
+def _significant(number: str) -> int:
+    """Significant digits written: `0.0330` has 3, `1e-05` 1, `65536.0` 6."""
+    mantissa = number.lower().lstrip("+-").split("e")[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    return max(1, len(digits))
 
 
 def _exponent(number: str) -> int:

@@ -3,17 +3,12 @@ learner could not type without running the code."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Protocol
 
 from app.bank.problem import Problem
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
-
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w)")
-"""A printed number: 65504.0, -1e-05, 3.3895313892515355e+38, .5; not the digits inside a name
-(`float16`, `layer1`): with a loose tolerance, `float32` counted as `float16`."""
+from app.bank.schema import NUMBER, MultipleChoiceQuestion, PredictOutputQuestion
 
 
 def underivable(number: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -149,10 +150,19 @@ class MultipleChoiceQuestion(QuestionBase):
         return self
 
 
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w)")
+"""A printed number: 65504.0, -1e-05, 3.3895313892515355e+38, .5; not the digits inside a name
+(`float16`, `layer1`): with a loose tolerance, `float32` counted as `float16`."""
+
+
 class Tolerance(Strict):
     """How close a printed number must be to count as right (either bound suffices)."""
 
-    rel: float = Field(0.0, ge=0, lt=1, description="Relative tolerance, e.g. 0.001 for 0.1 %.")
+    rel: float = Field(
+        0.0, ge=0, le=0.05,
+        description="Relative tolerance, e.g. 0.001 for 0.1 %; at most 0.05: a looser one counts the classic "
+        "mistakes as right (a loss scale that never backed off is only twice the true one).",
+    )  # fmt: skip
     abs: float = Field(0.0, ge=0, description="Absolute tolerance.")
 
     @model_validator(mode="after")
@@ -175,6 +185,21 @@ class PredictOutputQuestion(QuestionBase):
     device_answers: dict[Device, str] = Field(
         default_factory=dict, description="What the code prints on a given device, where that differs."
     )
+
+    @model_validator(mode="after")
+    def _tolerance_tells_mistakes_apart(self) -> PredictOutputQuestion:
+        """An absolute tolerance must not count zero, half or twice a printed number as right:
+        those are the mistakes a question about scales and overflow exists to catch."""
+        if self.tolerance is None or not self.tolerance.abs:
+            return self
+        for text in (self.answer, *self.device_answers.values()):
+            for number in NUMBER.findall(text):
+                if float(number) != 0 and self.tolerance.abs >= abs(float(number)) / 2:
+                    raise ValueError(
+                        f"tolerance: abs {self.tolerance.abs:g} would count 0, half or twice the printed {number} as "
+                        f"right; keep it below {abs(float(number)) / 2:g}"
+                    )
+        return self
 
 
 Question = Annotated[MultipleChoiceQuestion | PredictOutputQuestion, Field(discriminator="kind")]

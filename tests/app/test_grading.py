@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from app.bank.load import LoadedQuestion
-from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion
+from app.bank.schema import Choice, MultipleChoiceQuestion, PredictOutputQuestion, Tolerance
 from app.grading import (
     AnswerError,
     choice_order,
@@ -16,6 +17,7 @@ from app.grading import (
     picked_at,
     regrade,
     spelled_otherwise,
+    within_tolerance,
 )
 from app.store import Attempt
 
@@ -95,18 +97,38 @@ def test_numbers_within_the_tolerance_count_and_the_text_around_them_must_match(
 
 
 def test_digits_inside_a_name_are_not_numbers_to_compare() -> None:
-    """With a loose tolerance, `float32` counted as `float16` (32 is within 50 % of 16)."""
-    loose = predict(answer="tensor(9., dtype=torch.float16)", tolerance={"rel": 0.9})
-    assert grade(loose, output="tensor(9.5, dtype=torch.float16)").correct
-    assert not grade(loose, output="tensor(9., dtype=torch.float32)").correct
-    assert not grade(predict(answer="layer1 1.0", tolerance={"rel": 0.9}), output="layer2 1.0").correct
+    """With a loose tolerance (which a bank can no longer have, see below), `float32` counted as
+    `float16` (32 is within 50 % of 16)."""
+    loose = Tolerance.model_construct(rel=0.9, abs=0.0)
+    assert within_tolerance("tensor(9.5, dtype=torch.float16)", "tensor(9., dtype=torch.float16)", loose)
+    assert not within_tolerance("tensor(9., dtype=torch.float32)", "tensor(9., dtype=torch.float16)", loose)
+    assert not within_tolerance("layer2 1.0", "layer1 1.0", loose)
+
+
+def test_a_tolerance_that_counts_the_classic_mistakes_right_is_refused() -> None:
+    """A key of 32768.0 with 60 % either way graded 65536.0, a scale that never backed off, as
+    right; an absolute one as wide as the number graded 0 right. Refused with why (lint shows it
+    at the question's line)."""
+    with pytest.raises(ValidationError, match="less than or equal to 0.05"):
+        predict(answer="32768.0", tolerance={"rel": 0.6})
+    with pytest.raises(ValidationError, match="abs 20000 would count 0, half or twice the printed 32768.0 as right; keep it below 16384"):
+        predict(answer="32768.0", tolerance={"abs": 20000})
+    with pytest.raises(ValidationError, match="the printed 0.004 as right"):
+        predict(answer="0.5", device_answers={"cuda": "0.004"}, tolerance={"abs": 0.002})
+    tight = predict(answer="32768.0", tolerance={"rel": 0.05, "abs": 1})
+    assert grade(tight, output="33000.0").correct
+    assert not any(grade(tight, output=wrong).correct for wrong in ("65536.0", "16384.0", "0.0"))
 
 
 @pytest.mark.parametrize(("spelling", "printed", "same"), [
     ("float32", "torch.float32", True), ("torch.half", "torch.float16", True), ("true", "True", True),
     ("0.33", "tensor(0.3333)", True), ("1e-05", "1.0000e-05", True), ("inf", "tensor(inf)", True),
+    ("Tensor cpu", "<class 'torch.Tensor'> cpu", True), ("1.5e-05", "1.52587890625e-05", True), ("65536", "65536.0", True),
     ("torch.float16", "torch.float32", False), ("0.34", "tensor(0.3333)", False), ("False", "True", False),
     ("tensor(1.)", "tensor(1.) tensor(2.)", False),
+    # A name the output lacks, another device, a number rounded away to nothing or to one digit:
+    ("Parameter cpu", "Tensor cpu", False), ("Tensor cuda", "Tensor cpu", False), ("RuntimeError", "ValueError: x", False),
+    ("0.0", "1.52587890625e-05", False), ("0", "0.4", False), ("2e-05", "1.52587890625e-05", False), ("0.3", "0.3333", False),
 ])  # fmt: skip
 def test_an_accepted_spelling_must_say_what_the_code_prints(spelling: str, printed: str, same: bool) -> None:
     assert (spelled_otherwise(spelling, printed) is None) == same
@@ -170,8 +192,8 @@ def test_an_answer_sends_positions_that_say_nothing_of_the_yaml_without_the_secr
         grade(loaded, picked=picked_at([7], order), order=order)
 
 def test_a_key_about_another_device_is_not_proved_by_a_run_here() -> None:
-    """A question about CUDA with a CPU answer beside it: a CPU run checks only the CPU answer
-    (shown, never counted), so it proves nothing of the key learners are graded on."""
+    """A question about CUDA, with a CPU answer beside it or not: a CPU run says at best what CPU
+    does (shown, never counted), so it proves nothing of the key learners are graded on."""
     from app.verify.check import skip_reason
 
     about_cuda = predict(requires="any", device="cuda", answer="torch.float16", device_answers={"cpu": "torch.bfloat16"})
@@ -179,3 +201,7 @@ def test_a_key_about_another_device_is_not_proved_by_a_run_here() -> None:
     assert skip_reason(about_cuda.question, "cuda") is None
     about_cpu = predict(requires="any", answer="torch.bfloat16", device_answers={"cuda": "torch.float16"})
     assert skip_reason(about_cpu.question, "cpu") is None and skip_reason(about_cpu.question, "cuda") is None
+    # With no answer for CPU beside it too: a CPU run, where CUDA autocast turns itself off and
+    # the code prints float32, once passed a key of float32 for a question about CUDA.
+    cuda_only = predict(requires="any", device="cuda", answer="torch.float32")
+    assert "its key is what the code does on CUDA" in (skip_reason(cuda_only.question, "cpu") or "")
