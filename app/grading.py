@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.bank.load import LoadedQuestion
-from app.bank.schema import NUMBER, MultipleChoiceQuestion, PredictOutputQuestion, Tolerance
+from app.bank.schema import (
+    DTYPE_NAME,
+    NUMBER,
+    SAME_DTYPE,
+    MultipleChoiceQuestion,
+    PredictOutputQuestion,
+    Tolerance,
+)
 
 if TYPE_CHECKING:
     from app.store import Attempt
@@ -37,9 +44,6 @@ def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
     return list(dict.fromkeys(normalise_output(t) for t in texts))
 
 
-_DTYPE_NAME = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d*|long|short|bool|complex\d*|cfloat|cdouble)(?!\w)")
-_SAME_DTYPE = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
-               "short": "int16", "cfloat": "complex64", "cdouble": "complex128"}  # fmt: skip
 _WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|inf|nan)(?!\w)")
 _DEVICES = re.compile(r"(?<![\w.])(?:cpu|cuda(?::\d+)?|meta|mps|xpu)(?!\w)")
 _NAMES = re.compile(r"[A-Za-z_][\w.]*")
@@ -54,7 +58,7 @@ def spelled_otherwise(spelling: str, printed: str) -> str | None:
     gives, with at least two significant ones where it is not exact (`0.0` is not 1.5e-05, nor
     `2e-05`). An author's `accept` list is checked so against the run: `[torch.float16,
     torch.float32]` for code that prints float32 graded float16 right."""
-    for what, found in (("dtypes", lambda t: [_SAME_DTYPE.get(m, m) for m in _DTYPE_NAME.findall(t)]),
+    for what, found in (("dtypes", lambda t: [SAME_DTYPE.get(m, m) for m in DTYPE_NAME.findall(t)]),
                         ("devices", _DEVICES.findall), ("words", lambda t: [w.lower() for w in _WORDS.findall(t)])):  # fmt: skip
         if found(spelling) != found(printed):
             return f"names {', '.join(found(spelling)) or 'no ' + what} where the code prints {', '.join(found(printed)) or 'none'}"
@@ -72,7 +76,7 @@ def _names_not_printed(spelling: str, printed: str) -> list[str]:
     True/False/None/inf/nan are compared on their own (see `spelled_otherwise`)."""
 
     def names(text: str) -> list[str]:
-        for compared in (NUMBER, _DTYPE_NAME, _DEVICES, _WORDS):
+        for compared in (NUMBER, DTYPE_NAME, _DEVICES, _WORDS):
             text = compared.sub(" ", text)
         return [name.rsplit(".", 1)[-1] for name in _NAMES.findall(text)]
 

@@ -3,12 +3,19 @@ learner could not type without running the code."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Protocol
 
 from app.bank.problem import Problem
-from app.bank.schema import NUMBER, MultipleChoiceQuestion, PredictOutputQuestion
+from app.bank.schema import (
+    DTYPE_NAME,
+    NUMBER,
+    SAME_DTYPE,
+    MultipleChoiceQuestion,
+    PredictOutputQuestion,
+)
 
 
 def underivable(number: str) -> bool:
@@ -37,6 +44,8 @@ def warnings(questions: Iterable[Located]) -> list[Problem]:
     out = []
     for lq in questions:
         q = lq.question
+        if isinstance(q, MultipleChoiceQuestion):
+            out += [Problem(lq.path, lq.line, lq.col, f"warning: [{lq.id}] {said}") for said in _words_against_outcomes(q)]
         if not isinstance(q, PredictOutputQuestion) or q.tolerance is not None:
             continue
         hard = [n for n in NUMBER.findall(q.answer) if underivable(n)]
@@ -45,3 +54,40 @@ def warnings(questions: Iterable[Located]) -> list[Problem]:
                 f"warning: [{lq.id}] the answer prints {hard[0]}, which no one could type without "
                 "running the code: add a `tolerance` (e.g. {rel: 0.001}) or print a rounded value"))  # fmt: skip
     return out
+
+
+_PRINTS = re.compile(r"\bprints?\b", re.IGNORECASE)
+_RAISED = re.compile(r"(?<![\w.])(?:\w+\.)*(\w*(?:Error|Exception|Warning))(?!\w)")
+
+
+def _words_against_outcomes(q: MultipleChoiceQuestion) -> list[str]:
+    """A choice whose words say another thing than its outcome: a run checks the outcome, and the
+    learner reads the words. Its text names dtypes and its outcome prints others, or it names
+    exceptions or warnings and its outcome raises or warns another: swapped texts (the right
+    choice reading "It prints torch.float32" over an outcome of bfloat16) passed every check."""
+    said = []
+    for number, choice in enumerate(q.choices, 1):
+        for outcome in (choice.outcome, *choice.device_outcome.values()):
+            if outcome is None:
+                continue
+            printed = " ".join([outcome.stdout or "", *outcome.stdout_contains])
+            named, shown = _dtypes(choice.text), _dtypes(printed)
+            if named and shown and not named & shown:
+                said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome prints "
+                            f"{', '.join(sorted(shown))}: does the text say what the run does?")  # fmt: skip
+            named = set(_RAISED.findall(choice.text))
+            ends = {kind.rsplit(".", 1)[-1] for kind in (outcome.raises, outcome.warns) if kind}
+            if named and ends and not named & ends:
+                said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome is "
+                            f"{', '.join(sorted(ends))}: does the text say what the run does?")  # fmt: skip
+            elif outcome.raises and not named and _PRINTS.search(choice.text):
+                said.append(f"choice {number}'s text says the code prints, but its outcome raises {outcome.raises}: "
+                            "does the text say what the run does?")  # fmt: skip
+            elif named and not outcome.raises and not outcome.warns and not _PRINTS.search(choice.text):
+                said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome raises "
+                            "nothing: does the text say what the run does?")  # fmt: skip
+    return list(dict.fromkeys(said))
+
+
+def _dtypes(text: str) -> set[str]:
+    return {SAME_DTYPE.get(name, name) for name in DTYPE_NAME.findall(text)}

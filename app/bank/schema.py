@@ -155,6 +155,13 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\
 (`float16`, `layer1`): with a loose tolerance, `float32` counted as `float16`."""
 
 
+DTYPE_NAME = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d*|long|short|bool|complex\d*|cfloat|cdouble)(?!\w)")
+"""A dtype named in printed text or prose: `torch.float16`, `bfloat16`, `half`."""
+SAME_DTYPE = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
+              "short": "int16", "cfloat": "complex64", "cdouble": "complex128"}  # fmt: skip
+"""Another name of the same dtype."""
+
+
 class Tolerance(Strict):
     """How close a printed number must be to count as right (either bound suffices)."""
 

@@ -19,7 +19,7 @@ import yaml
 from fastapi import APIRouter, Body, Form, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.bank import edit
+from app.bank import edit, lint
 from app.bank.load import (
     LoadedQuestion,
     duplicate_ids,
@@ -104,7 +104,10 @@ async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], t
 @router.post("/api/check")
 async def check_text(state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
     loaded, problems = _parse(name, text, state)
-    return {"problems": problems, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
+    # What `ampquiz lint` warns about too (a key no one could type, a choice whose words say
+    # another thing than its outcome), after the problems: shown, never a reason to refuse a save.
+    warned = [{"line": p.line, "col": p.col, "message": p.message} for p in lint.warnings(loaded.questions)] if loaded else []
+    return {"problems": problems + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
 
 
 def _ids(text: str) -> list[str]:

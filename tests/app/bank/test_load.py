@@ -163,3 +163,58 @@ def test_text_no_question_file_could_be_is_a_problem_at_its_line_not_a_crash_or_
     loaded, problems = load_text(text, "x", "x.yaml")
     assert loaded is None and len(problems) == 1
     assert (problems[0].line, problems[0].col) == where and says in problems[0].message, problems
+
+
+SWAPPED = """\
+title: Swapped
+description: d
+questions:
+  - id: swapped-texts
+    kind: multiple_choice
+    topic: t
+    difficulty: 1
+    prompt: What happens?
+    code: |
+      import torch
+      print(torch.ones(1, dtype=torch.bfloat16).dtype)
+    choices:
+      - text: It prints `torch.float32`, because type promotion picks the wider type.
+        correct: true
+        why: w
+        outcome: {stdout: torch.bfloat16}
+      - text: It prints `torch.bfloat16`.
+        correct: false
+        why: w
+        outcome: {raises: RuntimeError}
+      - text: A `TypeError` about the dtype.
+        correct: false
+        why: w
+        outcome: {raises: RuntimeError}
+      - text: A `RuntimeError` saying the dtypes differ.
+        correct: false
+        why: w
+        outcome: {stdout: torch.float32}
+      - text: It prints `torch.half`, the same dtype as float16.
+        correct: false
+        why: w
+        outcome: {stdout: torch.float16}
+    explanation: e
+    source: s
+"""
+
+
+def test_a_choice_whose_words_say_another_thing_than_its_outcome_is_warned_about(tmp_path: Path) -> None:
+    """A run checks a choice's outcome; the learner reads its words. Texts swapped between the
+    right choice and a wrong one (the right one now reading "It prints torch.float32" over an
+    outcome that raises or prints bfloat16) passed lint and verify, and were graded. Each kind
+    of mismatch is named at the question's line; a text that agrees with its outcome is not."""
+    write(tmp_path, "swapped.yaml", SWAPPED, 1_000_000_000)
+    bank = load_bank(tmp_path)
+    said = [w.message for w in bank.warnings]
+    assert all(w.line == 4 for w in bank.warnings)
+    assert said == [
+        "warning: [swapped-texts] choice 1's text names float32, but its outcome prints bfloat16: does the text say what the run does?",
+        "warning: [swapped-texts] choice 2's text says the code prints, but its outcome raises RuntimeError: does the text say what the run does?",
+        "warning: [swapped-texts] choice 3's text names TypeError, but its outcome is RuntimeError: does the text say what the run does?",
+        "warning: [swapped-texts] choice 4's text names RuntimeError, but its outcome raises nothing: does the text say what the run does?",
+    ]

@@ -74,3 +74,18 @@ async def test_a_large_set_file_is_read_up_to_the_studios_own_limit_and_refused_
         assert refused.status_code in (400, 413) and "512 KiB" in refused.json()["error"], refused.text[:300]
         escaped = await c.post("/studio/api/check", content=json.dumps({"name": "basics.yaml", "text": "é" * 600_000}), headers=who)
         assert escaped.status_code in (400, 413) and "512 KiB" in escaped.json()["error"], escaped.text[:300]
+
+
+async def test_the_editor_shows_what_lint_warns_about_and_still_saves(web: Web) -> None:
+    """A choice whose words say another thing than its outcome: the editor's check shows lint's
+    warning at the question's line, and the file still saves (a warning is not a problem)."""
+    from tests.app.bank.test_load import SWAPPED
+
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
+        checked = (await c.post("/studio/api/check", content=json.dumps({"name": "swapped.yaml", "text": SWAPPED}), headers=who)).json()
+        assert {"line": 4, "col": 5, "message": "warning: [swapped-texts] choice 1's text names float32, but its outcome prints "
+                "bfloat16: does the text say what the run does?"} in checked["problems"], checked  # fmt: skip
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "swapped.yaml", "text": SWAPPED}), headers=who)
+        assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
