@@ -209,8 +209,8 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     sock.bind("")
     isolation.no_core_dumps()  # before the filter, which refuses setting that limit
     # Last: none of the steps above is allowed once it is in, and nothing after needs them.
-    if seccomp.PROGRAM is not None:
-        seccomp.install(seccomp.PROGRAM)
+    if seccomp.PROGRAMS is not None:
+        seccomp.install(seccomp.PROGRAMS)
         protections.append("syscall-filter")
     protections.append("rlimits")  # applied when the code arrives: the limits come with it
     env["protections"] = protections

@@ -1,7 +1,18 @@
-"""A syscall filter for every runner: kernel surface no snippet needs, refused with EPERM.
+"""The syscall filters for every runner: deny by default, and some calls refused by their arguments.
 
-The filter allows by default (torch and Python use a wide, version-dependent set of calls) and
-refuses what an attacker wants and a snippet never needs:
+Two filters, both loaded into every runner (the kernel runs each call past both, and the stricter
+answer stands):
+
+1. **The allow-list** (`ALLOWED`): the calls a Python process running torch makes, on the CPU or
+   a GPU, and nothing else. Any other call fails with ENOSYS, as on a kernel that lacks it (libc
+   and Python then fall back where they can, as they would there). The list follows the calls
+   container runtimes allow an unprivileged container by default, less what a snippet never
+   needs: SysV message queues and POSIX mqueues, `sync`/`syncfs` (flushing every file system of
+   the host), `personality`, Landlock, fanotify, `name_to_handle_at`, `unshare`, and the calls
+   below.
+2. **The refusals** (`REFUSED` and the argument rules), with EPERM, which also names what the
+   allow-list leaves out and what an attacker wants most, so each stays refused should the list
+   ever grow:
 
 - new namespaces (user namespaces above all: they hand a process every capability inside them):
   `unshare` and `clone` with any CLONE_NEW* flag, `setns`; `clone3` fails with ENOSYS, because its
@@ -16,12 +27,12 @@ refuses what an attacker wants and a snippet never needs:
   of other runs' file activity), the prctl options that would let a run outlive the server or dump
   its memory to the host, and setting the core-dump limit (for the same reason).
 
-It is compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no compiled
-dependency) and exported as a BPF program; a runner loads that program with one seccomp(2) call,
-at the end of its preparation, so a run pays nothing for it. Where libseccomp is missing the runs
-go on without the filter, and the protections list says so (no "syscall-filter").
+They are compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no
+compiled dependency) and exported as BPF programs; a runner loads them with two seccomp(2) calls,
+at the end of its preparation, so a run pays nothing for them. Where libseccomp is missing the
+runs go on without a filter, and the protections list says so (no "syscall-filter").
 
-Runs in: the zygote (`compile_filter`, once) and the runner (`install`, before it says ready).
+Runs in: the zygote (`prepare`, once) and the runner (`install`, before it says ready).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import ctypes
 import errno
 import os
 import platform
+from collections.abc import Callable
 
 # libseccomp's actions and attributes (seccomp.h).
 _ACT_ALLOW = 0x7FFF0000
@@ -57,6 +69,57 @@ _CLONE_NEW = {
     "CLONE_NEWNET": 0x40000000,
 }
 _CLONE_NEWTIME = 0x00000080  # unshare only: in clone()'s flags these bits are the exit signal
+
+ALLOWED = (
+    # files and folders
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
+    "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "stat", "fstat", "lstat",
+    "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
+    "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir",
+    "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "unlink", "unlinkat",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "umask",
+    "truncate", "ftruncate", "fallocate", "fadvise64", "readahead", "fsync", "fdatasync",
+    "sync_file_range", "flock", "fcntl", "dup", "dup2", "dup3", "ioctl", "mknod", "mknodat",
+    "utime", "utimes", "utimensat", "futimesat", "getxattr", "lgetxattr", "fgetxattr", "setxattr",
+    "lsetxattr", "fsetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "copy_file_range", "sendfile", "splice", "tee", "vmsplice",
+    # memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock", "mlock2",
+    "munlock", "mlockall", "munlockall", "membarrier", "memfd_create", "remap_file_pages",
+    "pkey_alloc", "pkey_free", "pkey_mprotect", "shmget", "shmat", "shmdt", "shmctl", "semget",
+    "semop", "semtimedop", "semctl",
+    # where its own memory lives on a NUMA host (CUDA's and OpenMP's libraries ask; it moves no
+    # other process's pages without a capability the runner lacks)
+    "get_mempolicy", "set_mempolicy", "mbind",
+    # processes and threads (`clone` and `prctl` have argument rules in the refusals; `clone3`
+    # is listed so that its ENOSYS there stands, the answer libc falls back on)
+    "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
+    "kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal", "getpid", "getppid", "gettid",
+    "getpgid", "getpgrp", "setpgid", "getsid", "setsid", "getuid", "geteuid", "getgid", "getegid",
+    "getresuid", "getresgid", "getgroups", "setuid", "setgid", "setreuid", "setregid", "setresuid",
+    "setresgid", "setgroups", "setfsuid", "setfsgid", "capget", "capset", "prctl", "arch_prctl",
+    "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv",
+    "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+    "sched_getscheduler", "sched_setscheduler", "sched_getattr", "sched_setattr",
+    "sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval", "getpriority",
+    "setpriority", "ioprio_get", "ioprio_set", "getrlimit", "setrlimit", "prlimit64", "getrusage",
+    "times", "getcpu", "uname", "sysinfo", "seccomp",
+    # signals, time, waiting
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend",
+    "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "signalfd",
+    "signalfd4", "pause", "alarm", "getitimer", "setitimer", "nanosleep", "clock_nanosleep",
+    "clock_gettime", "clock_getres", "gettimeofday", "time", "timer_create", "timer_settime",
+    "timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime",
+    "timerfd_gettime", "restart_syscall", "getrandom",
+    # waiting on descriptors, pipes, events
+    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe", "pipe2",
+    # sockets (families and protocols narrowed in the refusals; the run has no network anyway)
+    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+    "getpeername", "getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg",
+    "sendmmsg", "recvmmsg", "shutdown",
+)  # fmt: skip
+"""Every call a runner may make (see above); anything else fails with ENOSYS."""
 
 REFUSED = (
     "setns",
@@ -109,10 +172,10 @@ _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_TSYNC = 1
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 
-PROGRAM: bytes | None = None
-"""The compiled filter, set in the zygote by `prepare`; every runner forked after inherits it."""
-_LOADABLE: tuple[ctypes.Array, ctypes.Structure] | None = None
-"""PROGRAM as the kernel takes it (a buffer and the sock_fprog pointing at it), built once too."""
+PROGRAMS: tuple[bytes, ...] | None = None
+"""The compiled filters, set in the zygote by `prepare`; every runner forked after inherits them."""
+_LOADABLE: list[tuple[ctypes.Array, ctypes.Structure]] = []
+"""PROGRAMS as the kernel takes them (a buffer and the sock_fprog pointing at it), built once too."""
 _libc = ctypes.CDLL(None, use_errno=True)
 PROBLEM = ""
 """Why there is no filter, when there is none."""
@@ -136,14 +199,23 @@ def _load_library() -> ctypes.CDLL:
     return lib
 
 
-def compile_filter() -> bytes:
-    """The filter as a BPF program (struct sock_filter[]) for this machine's architecture.
+def compile_filters() -> tuple[bytes, bytes]:
+    """The allow-list and the refusals (see above), as BPF programs (struct sock_filter[]) for
+    this machine's architecture, in the order a runner loads them: when both refuse a call, the
+    one loaded last says with what (EPERM, not the allow-list's ENOSYS).
 
-    Syscalls of another ABI (32-bit `int 0x80`, x32) fail with EPERM: the filter names only the
+    Syscalls of another ABI (32-bit `int 0x80`, x32) fail with EPERM: the filters name only the
     native one, so a snippet cannot reach a refused call through a different syscall table.
     """
     lib = _load_library()
-    ctx = lib.seccomp_init(_ACT_ALLOW)
+    return _compile(lib, _act_errno(errno.ENOSYS), _allow_list), _compile(lib, _ACT_ALLOW, _refusals)
+
+
+Rule = Callable[..., None]
+
+
+def _compile(lib: ctypes.CDLL, default: int, rules: Callable[[Rule], None]) -> bytes:
+    ctx = lib.seccomp_init(default)
     if not ctx:
         raise OSError("seccomp_init failed")
     try:
@@ -153,42 +225,51 @@ def compile_filter() -> bytes:
         def rule(name: str, action: int, *cmps: tuple[int, int, int, int]) -> None:
             nr = lib.seccomp_syscall_resolve_name(name.encode())
             if nr < 0:
-                return  # unknown to this libseccomp: then also too new for most kernels
+                return  # not a call of this architecture (`open` on aarch64), or too new for this libseccomp
             array = (_ArgCmp * max(1, len(cmps)))(*[_ArgCmp(*c) for c in cmps])
             rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array)
             if rc < 0:
                 raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
 
-        eperm = _act_errno(errno.EPERM)
-        for name in REFUSED:
-            rule(name, eperm)
-        rule("clone3", _act_errno(errno.ENOSYS))
-        for flag in _CLONE_NEW.values():
-            rule("clone", eperm, (0, _CMP_MASKED_EQ, flag, flag))
-            rule("unshare", eperm, (0, _CMP_MASKED_EQ, flag, flag))
-        rule("unshare", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWTIME, _CLONE_NEWTIME))
-        for option in REFUSED_PRCTL.values():
-            rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
-        for command in REFUSED_FCNTL.values():
-            rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
-        rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
-        rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
-        # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.
-        for family in (2, 10):
-            rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_GT, max(ALLOWED_IP_PROTOCOLS), 0))
-            for protocol in range(max(ALLOWED_IP_PROTOCOLS)):
-                if protocol not in ALLOWED_IP_PROTOCOLS:
-                    rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_EQ, protocol, 0))
-        # socket(domain, ...): refused for every family above AF_INET6 (and any value with high
-        # bits set, which the kernel would truncate to an int) and for each one below it but ours.
-        for call in ("socket", "socketpair"):
-            rule(call, eperm, (0, _CMP_GE, max(ALLOWED_SOCKET_FAMILIES) + 1, 0))
-            for family in range(max(ALLOWED_SOCKET_FAMILIES)):
-                if family not in ALLOWED_SOCKET_FAMILIES:
-                    rule(call, eperm, (0, _CMP_EQ, family, 0))
+        rules(rule)
         return _export(lib, ctx)
     finally:
         lib.seccomp_release(ctx)
+
+
+def _allow_list(rule: Rule) -> None:
+    for name in ALLOWED:
+        rule(name, _ACT_ALLOW)
+
+
+def _refusals(rule: Rule) -> None:
+    eperm = _act_errno(errno.EPERM)
+    for name in REFUSED:
+        rule(name, eperm)
+    rule("clone3", _act_errno(errno.ENOSYS))
+    for flag in _CLONE_NEW.values():
+        rule("clone", eperm, (0, _CMP_MASKED_EQ, flag, flag))
+        rule("unshare", eperm, (0, _CMP_MASKED_EQ, flag, flag))
+    rule("unshare", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWTIME, _CLONE_NEWTIME))
+    for option in REFUSED_PRCTL.values():
+        rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
+    for command in REFUSED_FCNTL.values():
+        rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
+    rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
+    rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
+    # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.
+    for family in (2, 10):
+        rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_GT, max(ALLOWED_IP_PROTOCOLS), 0))
+        for protocol in range(max(ALLOWED_IP_PROTOCOLS)):
+            if protocol not in ALLOWED_IP_PROTOCOLS:
+                rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_EQ, protocol, 0))
+    # socket(domain, ...): refused for every family above AF_INET6 (and any value with high
+    # bits set, which the kernel would truncate to an int) and for each one below it but ours.
+    for call in ("socket", "socketpair"):
+        rule(call, eperm, (0, _CMP_GE, max(ALLOWED_SOCKET_FAMILIES) + 1, 0))
+        for family in range(max(ALLOWED_SOCKET_FAMILIES)):
+            if family not in ALLOWED_SOCKET_FAMILIES:
+                rule(call, eperm, (0, _CMP_EQ, family, 0))
 
 
 def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
@@ -214,33 +295,35 @@ class _SockFprog(ctypes.Structure):
 
 
 def prepare() -> None:
-    """In the zygote, once: compile the filter every runner will load."""
-    global PROGRAM, PROBLEM, _LOADABLE
+    """In the zygote, once: compile the filters every runner will load."""
+    global PROGRAMS, PROBLEM, _LOADABLE
     try:
-        PROGRAM = compile_filter()
+        PROGRAMS = compile_filters()
     except (OSError, AttributeError) as exc:
-        PROGRAM, PROBLEM = None, f"no syscall filter: {exc}"
+        PROGRAMS, PROBLEM = None, f"no syscall filter: {exc}"
         return
-    buf = ctypes.create_string_buffer(PROGRAM, len(PROGRAM))
-    _LOADABLE = (buf, _SockFprog(len(PROGRAM) // 8, ctypes.cast(buf, ctypes.c_void_p)))
+    _LOADABLE = [_loadable(program) for program in PROGRAMS]
 
 
-def install(program: bytes) -> None:
-    """Load the filter into this process, for every thread it has and every process it will make.
-    Irreversible; needs no_new_privs or CAP_SYS_ADMIN."""
-    if _LOADABLE is not None and _LOADABLE[0].raw == program:
-        prog = _LOADABLE[1]
-    else:
-        buf = ctypes.create_string_buffer(program, len(program))
-        prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    nr = _SYS_SECCOMP.get(platform.machine())
-    if nr is not None:
-        rc = _libc.syscall(
-            ctypes.c_long(nr), ctypes.c_ulong(_SECCOMP_SET_MODE_FILTER),
-            ctypes.c_ulong(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog),
-        )  # fmt: skip
-    else:  # PR_SET_SECCOMP: this thread only, which is all a runner has before its code runs
-        rc = _libc.prctl(22, 2, ctypes.byref(prog), 0, 0)
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"seccomp: {os.strerror(err)}")
+def _loadable(program: bytes) -> tuple[ctypes.Array, ctypes.Structure]:
+    buf = ctypes.create_string_buffer(program, len(program))
+    return buf, _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+
+
+def install(programs: tuple[bytes, ...]) -> None:
+    """Load the filters into this process, in order, for every thread it has and every process it
+    will make. Irreversible; needs no_new_privs or CAP_SYS_ADMIN."""
+    for program in programs:
+        known = [prog for buf, prog in _LOADABLE if buf.raw == program]
+        prog = known[0] if known else _loadable(program)[1]
+        nr = _SYS_SECCOMP.get(platform.machine())
+        if nr is not None:
+            rc = _libc.syscall(
+                ctypes.c_long(nr), ctypes.c_ulong(_SECCOMP_SET_MODE_FILTER),
+                ctypes.c_ulong(_SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog),
+            )  # fmt: skip
+        else:  # PR_SET_SECCOMP: this thread only, which is all a runner has before its code runs
+            rc = _libc.prctl(22, 2, ctypes.byref(prog), 0, 0)
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"seccomp: {os.strerror(err)}")

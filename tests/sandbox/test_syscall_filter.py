@@ -1,4 +1,5 @@
-"""Kernel surface no snippet needs is refused: namespaces, mounts, keyrings, io_uring, userfaultfd,
+"""Deny by default: a call the allow-list does not name fails as if the kernel lacked it. And kernel
+surface no snippet needs is refused, whatever the list: namespaces, mounts, keyrings, io_uring, userfaultfd,
 bpf, perf events, ptrace, non-IP sockets and IP ones but TCP and UDP, native AIO, inotify, fcntl's
 notifications and leases, two prctl options, setting the core limit. Each test is a real run, then a normal run that still works.
 """
@@ -279,8 +280,27 @@ def test_a_host_without_libseccomp_runs_on_and_says_so(monkeypatch: pytest.Monke
         raise OSError("libseccomp.so.2: cannot open shared object file: No such file or directory")
 
     monkeypatch.setattr(seccomp, "_load_library", missing)
-    monkeypatch.setattr(seccomp, "PROGRAM", b"")
+    monkeypatch.setattr(seccomp, "PROGRAMS", (b"",))
     monkeypatch.setattr(seccomp, "PROBLEM", "")
     seccomp.prepare()
-    assert seccomp.PROGRAM is None
+    assert seccomp.PROGRAMS is None
     assert "no syscall filter" in seccomp.PROBLEM and "libseccomp.so.2" in seccomp.PROBLEM
+
+
+def test_a_call_the_allow_list_does_not_name_is_refused_as_if_the_kernel_lacked_it(sb: Sandbox) -> None:
+    """Deny by default: calls a snippet never needs, each harmless-looking and each one a
+    default-allow filter let through (`sync` flushed every file system of the host, thousands
+    of times a second), fail with ENOSYS, what libc and Python take for a kernel without them."""
+    out = run(sb, """
+        print("sync", call(162))
+        print("msgget", call(68, 0, 0o1000))
+        print("personality", call(135, 0xFFFFFFFF))
+        print("unshare files", call(272, 0x400))
+        print("landlock", call(444, 0, 0, 1))
+        print("name_to_handle_at", call(303, -100, text(b"/tmp"), 0, 0, 0))
+    """)
+    assert out.splitlines() == [
+        "sync ENOSYS", "msgget ENOSYS", "personality ENOSYS", "unshare files ENOSYS", "landlock ENOSYS",
+        "name_to_handle_at ENOSYS",
+    ], out  # fmt: skip
+    assert_still_works(sb)
