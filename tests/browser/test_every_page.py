@@ -169,3 +169,19 @@ def test_the_api_docs_work_under_the_csp(browser: Browser, live: Server) -> None
     finally:
         context.close()
     assert refused == []
+
+
+def test_an_empty_answer_is_refused_where_a_learner_on_a_phone_sees_it(browser: Browser, live: Server) -> None:
+    """"Type what you think it prints first." came back with the page scrolled to the top, the
+    message a screen below the code on a phone: the learner saw the question again and nothing
+    else. It is in view now, and nothing was recorded."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{PO}")
+        page.get_by_role("button", name="Check answer").click()
+        message = page.get_by_role("alert").filter(has_text="Type what you think it prints first.")
+        expect(message).to_be_in_viewport()
+        expect(page.locator("#result")).to_have_count(0)
+    finally:
+        context.close()

@@ -76,6 +76,13 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     yaml = page.locator("#yaml")
     yaml.fill(yaml.input_value().replace("source: ''", "source: docs for autocast"))
     expect(page.locator("#problems")).to_contain_text("No problems.")
+    # Leaving with an unsaved edit asks first (a reload or a tapped link lost it without a word):
+    # declined, the page and the edit stay.
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
+    page.locator(".studio-nav").get_by_role("link", name="Bank status").click()
+    expect(yaml).to_have_value(re.compile("source: docs for autocast"))
+    assert asked == ["beforeunload"] and page.url.endswith("/studio/edit/amp-demo.yaml?new=studio-made")
     page.get_by_role("button", name="Run it").click()
     expect(page.locator("#studio-run .run pre.stdout")).to_have_text("torch.bfloat16\n")
     page.get_by_role("button", name="Use this output as the answer").click()
@@ -93,6 +100,9 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     page.screenshot(path=str(shots / "studio-editor.png"), full_page=True)
     page.get_by_role("button", name="Save").click()
     expect(page.locator("#save-result")).to_contain_text("Saved amp-demo.yaml.")
+    page.locator(".studio-nav").get_by_role("link", name="Bank status").click()  # saved: leaves without asking
+    expect(page.get_by_role("heading", name="Bank status")).to_be_visible()
+    assert asked == ["beforeunload"]
     context.close()
 
     saved = (bank / "amp-demo.yaml").read_text()
@@ -176,6 +186,9 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     expect(page.locator("#problems")).to_contain_text("No problems.")
     page.get_by_role("button", name="Save").click()
     expect(page.locator("#save-result")).to_contain_text("Saved amp-demo.yaml.")
+    page.locator(".studio-nav").get_by_role("link", name="Bank status").click()  # saved: leaves without asking
+    expect(page.get_by_role("heading", name="Bank status")).to_be_visible()
+    assert asked == ["beforeunload"]
     context.close()
 
     saved = (bank / "amp-demo.yaml").read_text()

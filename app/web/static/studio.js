@@ -19,6 +19,15 @@
   let lastOutputOf = null;
   let timer = null;
   let wanted = box.dataset.focus || "";
+  // The text as last saved (or opened): leaving the page with other text asks first. A reload or
+  // a tapped link threw an hour's edit away without a word.
+  let savedText = area.value;
+  window.addEventListener("beforeunload", function (event) {
+    if (area.value !== savedText) {
+      event.preventDefault();
+      event.returnValue = "";
+    }
+  });
 
   async function api(path, body) {
     const response = await fetch(path, {
@@ -175,7 +184,9 @@
   document.getElementById("save").addEventListener("click", async function () {
     saved.textContent = "Saving…";
     try {
-      const data = await api("/studio/api/save", { name: name, text: area.value });
+      const text = area.value;
+      const data = await api("/studio/api/save", { name: name, text: text });
+      savedText = text;
       const warns = data.warnings.map(function (w) { return " Warning: " + w.question_id + ": " + w.reason + "."; });
       saved.textContent = "Saved " + data.saved + "." + warns.join("");
     } catch (err) {
