@@ -186,9 +186,6 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     expect(page.locator("#problems")).to_contain_text("No problems.")
     page.get_by_role("button", name="Save").click()
     expect(page.locator("#save-result")).to_contain_text("Saved amp-demo.yaml.")
-    page.locator(".studio-nav").get_by_role("link", name="Bank status").click()  # saved: leaves without asking
-    expect(page.get_by_role("heading", name="Bank status")).to_be_visible()
-    assert asked == ["beforeunload"]
     context.close()
 
     saved = (bank / "amp-demo.yaml").read_text()
