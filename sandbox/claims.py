@@ -12,6 +12,7 @@ Runs in: the server. It imports neither torch nor `sandbox.explain` (the web mus
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,10 +46,20 @@ class Claim:
     explanation: dict[str, Any] | None = None
 
 
-def _serialisable(text: str) -> str:
-    """`text` with any lone surrogate written out as its escape, as the runner writes an honest
-    report's texts (`sandbox.execute.clean`): a page or JSON answer encoding one as UTF-8 failed
-    (a forged one broke an interview's report for good)."""
+_UNSEEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+"""Characters that hide or reorder what a page shows rather than show themselves: terminal
+escapes and other controls (tabs and line ends aside), bidirectional overrides (U+202E turned a
+printed line around on the page), zero-width ones."""
+
+
+def shown(text: str) -> str:
+    """`text` as a page or a JSON answer may carry it: any lone surrogate written out as its
+    escape, as the runner writes an honest report's texts (`sandbox.execute.clean`; encoding one
+    as UTF-8 failed, and a forged one broke an interview's report for good), and each character
+    of `_UNSEEN` as the escape Python's repr() gives it (`\x1b`, `\u202e`). Used on everything a
+    run reports or prints."""
+    if not text.isprintable() and _UNSEEN.search(text):
+        text = _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text)
     if text.isascii():
         return text
     try:
@@ -61,7 +72,7 @@ def _serialisable(text: str) -> str:
 def _text(value: Any, limit: int) -> str:
     if not isinstance(value, str):
         raise Malformed("a text field is not text")
-    return _serialisable(value[:limit])[:limit]
+    return shown(value[:limit])[:limit]
 
 
 def _line(value: Any, lines: int) -> int | None:
@@ -211,14 +222,14 @@ _REPORT = _record(
 
 def _measure(value: Any, budget: int) -> tuple[int, bool]:
     """At most JSON's length of `value` (non-ASCII text counted once), stopping past `budget`;
-    and whether a text in it needs its lone surrogates escaped (`_serialisable`). One walk: an
+    and whether a text in it needs `shown` to change it. One walk: an
     honest explanation's texts are ASCII, and need no second one."""
     size, stack, unsafe = 0, [value], False
     while stack and size <= budget:
         v = stack.pop()
         if isinstance(v, str):
             size += len(v) + 2
-            unsafe = unsafe or _serialisable(v) is not v
+            unsafe = unsafe or shown(v) is not v
         elif isinstance(v, dict):
             size += 2 + 4 * len(v)
             for k, x in v.items():
@@ -232,13 +243,13 @@ def _measure(value: Any, budget: int) -> tuple[int, bool]:
     return size, unsafe
 
 
-def _with_serialisable_texts(value: Any) -> Any:
+def _with_shown_texts(value: Any) -> Any:
     if isinstance(value, str):
-        return _serialisable(value)
+        return shown(value)
     if isinstance(value, dict):
-        return {k: _with_serialisable_texts(x) for k, x in value.items()}
+        return {k: _with_shown_texts(x) for k, x in value.items()}
     if isinstance(value, list):
-        return [_with_serialisable_texts(x) for x in value]
+        return [_with_shown_texts(x) for x in value]
     return value
 
 
@@ -248,5 +259,5 @@ def checked_explanation(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         size, unsafe = _measure(value, EXPLANATION_BYTES)
         if size <= EXPLANATION_BYTES and _REPORT(value):
-            return _with_serialisable_texts(value) if unsafe else value
+            return _with_shown_texts(value) if unsafe else value
     return {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}

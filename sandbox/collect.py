@@ -22,7 +22,7 @@ from typing import Any
 
 from sandbox import wire
 from sandbox.cgroup import RunCgroup
-from sandbox.claims import Malformed, read_claim
+from sandbox.claims import Malformed, read_claim, shown
 from sandbox.ending import CRASH_EXIT, EXIT_CODES, exit_status_while_exiting
 from sandbox.limits import Limits
 from sandbox.result import Environment, RunResult
@@ -301,8 +301,8 @@ def _result(
     duration_ms: float,
 ) -> RunResult:
     out = RunResult(status="killed", environment=Environment.from_dict(slot.environment))
-    out.stdout = streams[slot.out_fd].decode("utf-8", "replace")
-    out.stderr = streams[slot.err_fd].decode("utf-8", "replace")
+    out.stdout = shown(streams[slot.out_fd].decode("utf-8", "replace"))
+    out.stderr = shown(streams[slot.err_fd].decode("utf-8", "replace"))
     out.duration_ms = round(duration_ms, 2)
     oom = bool(slot.cgroup) and RunCgroup.from_paths(slot.cgroup or {}).oom_killed()
     info = ending or {}

@@ -177,6 +177,27 @@ def test_forged_lone_surrogates_come_back_serialisable(sb: Sandbox) -> None:
     assert_still_works(sb)
 
 
+def test_characters_that_hide_or_reorder_text_come_back_written_out(sb: Sandbox) -> None:
+    """Terminal escapes, NUL, a right-to-left override (U+202E turned a printed line around on
+    the page) and zero-width characters, printed or in a forged report's texts, come back as the
+    escapes repr() writes, so a page shows what was there; tabs and line ends stay as they are."""
+    printed = sb.run('print("\\x1b[31mred\\x1b[0m\\tnul\\x00 \\u202eevil\\u200b")')
+    assert printed.stdout == "\\x1b[31mred\\x1b[0m\tnul\\x00 \\u202eevil\\u200b\n", printed
+    r = forged(sb, """
+        hidden = "bell \\x07 \\u202ereversed"
+        forge({"type": "result", "status": "error", "message": hidden,
+               "warnings": [{"category": "UserWarning", "message": hidden, "line": 1}],
+               "exception": {"type": "ValueError", "message": hidden, "traceback": hidden, "line": 1},
+               "explanation": {"summary": [hidden], "ops": [], "scaler": [], "hazards": []}})
+        import os
+        os._exit(81)
+    """, explain=True)
+    written = "bell \\x07 \\u202ereversed"
+    assert r.exception.message == r.exception.traceback == r.warnings[0].message == written, r
+    assert r.explanation["summary"] == [written]
+    assert_still_works(sb)
+
+
 def test_anything_before_the_report_makes_it_malformed(sb: Sandbox) -> None:
     """An honest runner's first message after the code is its report. The pool read past others
     to find one: a snippet that sent 700,000 tiny messages had the server parse each (1.5 s of
