@@ -16,6 +16,7 @@ from app.bank.schema import (
     MultipleChoiceQuestion,
     PredictOutputQuestion,
 )
+from app.bank.unrepeatable import unrepeatable
 
 
 def underivable(number: str) -> bool:
@@ -46,6 +47,10 @@ def warnings(questions: Iterable[Located]) -> list[Problem]:
         q = lq.question
         if isinstance(q, MultipleChoiceQuestion):
             out += [Problem(lq.path, lq.line, lq.col, f"warning: [{lq.id}] {said}") for said in _words_against_outcomes(q)]
+        if q.code:
+            out += [Problem(lq.path, lq.line, lq.col, f"warning: [{lq.id}] the code {why}, so what it prints may differ "
+                            "in another Python process, whatever two runs here show: print what does not depend on it")
+                    for why in unrepeatable(q.code)]  # fmt: skip
         if not isinstance(q, PredictOutputQuestion) or q.tolerance is not None:
             continue
         hard = [n for n in NUMBER.findall(q.answer) if underivable(n)]

@@ -1,0 +1,40 @@
+"""Lint's warning about code whose output differs from one Python process to the next, where the
+two proof runs (forks of one process) agree: a key "proved" so graded learners on chance."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.bank.unrepeatable import unrepeatable
+
+
+@pytest.mark.parametrize(("code", "why"), [
+    ('print({"float16", "bfloat16"})', "prints or walks a set"),
+    ("for name in set(names):\n    print(name)", "walks a set"),
+    ('print(", ".join({"a", "b"}))', "prints or walks a set"),
+    ("print(id(object()) % 997)", "an object's address"),
+    ('print(hash("abc") % 2)', "a string's hash"),
+    ("import torch\nprint(torch.ones(1).data_ptr() % 64)", "a tensor's address"),
+    ("import os\nprint(os.getpid())", "pid 1"),
+    ("import time\nprint(int(time.time()) // 60 % 2)", "reads the clock"),
+    ("import datetime\nprint(datetime.datetime.now().minute)", "reads the clock"),
+    ("import random\nprint(random.randint(0, 1))", "Python's random module without random.seed()"),
+    ("import numpy as np\nprint(np.random.rand() > 0.5)", "NumPy's global generator"),
+    ("import numpy as np\nprint(np.random.default_rng().random())", "NumPy generator with no seed"),
+])  # fmt: skip
+def test_what_differs_between_python_processes_is_named(code: str, why: str) -> None:
+    said = unrepeatable(code)
+    assert len(said) == 1 and why in said[0], said
+
+
+@pytest.mark.parametrize("code", [
+    "print(len(set([1.0, 1.0, 2.0])))",  # a set counted, not printed in its order
+    'print(sorted({"float16", "bfloat16"}))',
+    "import random\nrandom.seed(0)\nprint(random.randint(0, 9))",
+    "import numpy as np\nnp.random.seed(0)\nprint(np.random.rand())",
+    "import numpy as np\nprint(np.random.default_rng(0).random())",
+    "import torch\nx = torch.rand(4, 4, dtype=torch.float64)\nprint((x @ x).dtype)",  # torch's draws: left to the two runs
+    "print(",  # a syntax error is the run's to report
+])  # fmt: skip
+def test_code_that_prints_the_same_in_every_process_is_not_warned_about(code: str) -> None:
+    assert unrepeatable(code) == []
