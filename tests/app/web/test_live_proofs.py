@@ -3,6 +3,7 @@ with files dropped into it while it runs, as an instructor would."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import time
@@ -184,6 +185,12 @@ def test_a_cuda_answer_does_not_count_on_a_question_about_the_cpu(live: Server) 
         assert attempt(c, q.id, output=cuda_says).json()["correct"] is False
         assert attempt(c, q.id, output=q.question.answer).json()["correct"] is True
         assert "This question is about running on the CPU" in c.get(f"/questions/{q.id}").text
+        # After answering, the CUDA output is shown for comparison, and said to be the author's:
+        # no CUDA run here, nor a CUDA record, proved it.
+        page = c.get(f"/questions/{q.id}").text
+        submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
+        answered = c.post(f"/questions/{q.id}", data={"output": q.question.answer, "submit_id": submit_id}, follow_redirects=True)
+        assert "on CUDA it prints (not this question's answer; the author's, not yet proved by a run there)" in html.unescape(answered.text)
 
 
 def test_printed_numbers_count_within_the_tolerance(live: Server) -> None:
@@ -227,3 +234,11 @@ def test_every_page_says_what_proved_its_answers(live: Server) -> None:
         assert "conceptual — no code to run" in c.get(f"/questions/{conceptual['id']}").text
         cuda_only = first(PredictOutputQuestion, lambda q: q.requires == "cuda")
         assert "not yet verified on CUDA" in c.get(f"/questions/{cuda_only.id}").text
+        # Answered, it is graded on the author's word, and the verdict says so beside it; a key
+        # proved here says nothing of the kind.
+        for qid, unproved in ((cuda_only.id, True), (first(PredictOutputQuestion, lambda q: q.requires == "cpu").id, False)):
+            page = c.get(f"/questions/{qid}").text
+            submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
+            answered = c.post(f"/questions/{qid}", data={"output": "a guess", "submit_id": submit_id}, follow_redirects=True)
+            said = "Graded by the author's answer: no run on CUDA has proved it yet" in html.unescape(answered.text)
+            assert said is unproved, (qid, answered.text[:2000])
