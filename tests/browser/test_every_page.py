@@ -185,3 +185,21 @@ def test_an_empty_answer_is_refused_where_a_learner_on_a_phone_sees_it(browser: 
         expect(page.locator("#result")).to_have_count(0)
     finally:
         context.close()
+
+
+def test_the_op_trace_shows_each_ops_dtype_on_a_phone(browser: Browser, live: Server, shots: Path) -> None:
+    """As a table, only the line and the op fitted 375 px: the dtype each op made, the point of
+    the trace, was a swipe away (and at 320 px gone). Each op is a card now, all of it in view."""
+    context = browser.new_context(viewport={"width": 320, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        answered(page, PO, lambda p: p.get_by_label("What does it print?").fill("torch.float32"))
+        made = page.locator("table.trace td[data-label=made]").first
+        expect(made).to_be_visible()
+        box = made.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 320, box
+        assert page.evaluate("document.documentElement.scrollWidth") <= 320
+        made.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "phone-op-trace.png"))
+    finally:
+        context.close()
