@@ -34,6 +34,28 @@ _HEADER = struct.Struct(">I")
 MAX_FRAME = 4 << 20
 
 
+_PREFIX = "ampquiz-pool-"
+
+
+def _sweep_left_behind() -> None:
+    """Removes the socket folders of earlier pool hosts of this user that were killed outright
+    (`kill -9`, the OOM killer), whose `close` never ran: one a start, for good. A folder is
+    named for its host's pid; one whose process is alive (another `serve`) is left alone, and so
+    is anything holding more than the socket."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
+        pid = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # its host is gone
+            with contextlib.suppress(OSError):
+                (folder / "pool.sock").unlink(missing_ok=True)
+                folder.rmdir()
+        except OSError:  # alive under another user, or not ours to look at
+            continue
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
@@ -55,7 +77,8 @@ class PoolHost:
         self.pool = pool
         self.on_failure = on_failure
         """Called (in a thread) when the pool cannot start: `serve` then stops its processes."""
-        self.folder = Path(tempfile.mkdtemp(prefix="ampquiz-pool-"))  # 0700: only this user
+        _sweep_left_behind()
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))  # 0700: only this user
         self.path = self.folder / "pool.sock"
         self._listener: socket.socket | None = None
         self._closing = threading.Event()
