@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.bank.load import Bank, LoadedQuestion
-from app.run_queue import RunQueue
+from app.runs.queue import RunQueue
 from app.verify.check import KeyCheck, check, skip_reason, worth_running_again
 from app.verify.record import Record, Verification, is_stale, question_hash, verifications
 from sandbox import Limits, SandboxError

@@ -14,7 +14,7 @@ import logging
 from typing import Any, Protocol
 
 from app.bank.load import LoadedQuestion
-from app.run_queue import RunQueue
+from app.runs.queue import RunQueue
 from sandbox import RunResult
 from sandbox.result import TRANSIENT
 

@@ -27,13 +27,26 @@ DEVICES = ("cpu", "cuda")
 
 
 class RunsFull(Exception):
-    """The backend's own bound on waiting runs is reached (remote workers' shared work queue):
-    the web answers as for its own full queue, 429 with Retry-After."""
+    """The backend's own bound on waiting runs is reached (remote workers' shared work queue), or
+    the turns it keeps refused the run (the pool host: a learner's or address's share, or the
+    room, of every web process together): the web answers as for its own full queue, 429 with
+    Retry-After. `reason` and `limit` are `QueueFull`'s, when the backend says them."""
+
+    def __init__(self, retry_after_s: int | None = None, reason: str = "queue", limit: int = 0) -> None:
+        super().__init__(f"the backend has no room for the run ({reason})")
+        self.retry_after_s = retry_after_s
+        self.reason = reason
+        self.limit = limit
 
 
 class Runs(Protocol):
     workers: int
     """Runs that may be executing at once: the web keeps no more than this many in flight."""
+    keeps_turns: bool
+    """The backend admits and orders runs itself, for every web process that uses it (the pool
+    host of `serve --processes N`): the web's queue then hands each run on at once, saying whose
+    it is and in which lane (`run_in_turn`), and keeps no turns of its own. A share kept in each
+    process was a share per process: with two, a client had twice what it is allowed."""
 
     @property
     def environment(self) -> dict[str, Any]:

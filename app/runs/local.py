@@ -20,6 +20,8 @@ log = logging.getLogger("ampquiz.runs")
 
 
 class LocalRuns:
+    keeps_turns = False  # the web's queue in this process keeps them
+
     def __init__(self, pool: Sandbox, *, owned: bool = False) -> None:
         self.pool = pool
         self.workers = int(pool.workers)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.runs import DEVICES
+from app.runs.queue import PRIORITY
 from sandbox import Limits, RunResult
 from sandbox.result import STATUSES
 
@@ -40,11 +41,15 @@ class RunRequest:
     limits: Limits
     explain: bool = False
     device: str | None = None
+    lane: str = "question"
+    """Its turn's lane (`app.runs.queue.PRIORITY`), for a backend that keeps turns (the pool host)."""
+    owners: tuple[str, ...] = ()
+    """Whose share of the room it takes ("learner:<id>", "address:<ip>"), likewise."""
 
     def encode(self) -> bytes:
         return json.dumps(
             {"id": self.id, "code": self.code, "limits": self.limits.to_dict(),
-             "explain": self.explain, "device": self.device}
+             "explain": self.explain, "device": self.device, "lane": self.lane, "owners": list(self.owners)}
         ).encode()  # fmt: skip
 
     @classmethod
@@ -60,7 +65,12 @@ class RunRequest:
         limits = data.get("limits") or {}
         if not isinstance(limits, dict):
             raise BadMessage("run request: 'limits' must be an object")
-        return cls(run_id, code, _limits(limits), bool(data.get("explain")), device)
+        lane, owners = data.get("lane", "question"), data.get("owners", [])
+        if lane not in PRIORITY:
+            raise BadMessage(f"run request: 'lane' must be one of {tuple(PRIORITY)}")
+        if not isinstance(owners, list) or len(owners) > 4 or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in owners):
+            raise BadMessage("run request: 'owners' must be a short list of short strings")
+        return cls(run_id, code, _limits(limits), bool(data.get("explain")), device, lane, tuple(owners))
 
 
 def _limits(asked: dict[str, Any]) -> Limits:

@@ -59,6 +59,8 @@ class Waiting:
 
 
 class RemoteRuns:
+    keeps_turns = False  # each web process keeps its own; the stream bounds them all together
+
     def __init__(self, nc: Any, settings: Settings, names: layout.Layout) -> None:
         self.nc = nc
         self.js = nc.jetstream()

@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.bank.edit import NotASet
-from app.run_queue import QueueFull
+from app.runs.queue import QueueFull
 from sandbox import SandboxError
 
 log = logging.getLogger("ampquiz.web")

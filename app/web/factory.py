@@ -19,9 +19,9 @@ from fastapi import FastAPI
 from app.live_bank import LiveBank
 from app.proofs import ProofBook, Prover
 from app.question_runs import QuestionRuns
-from app.run_queue import RunQueue
 from app.runs import Runs, open_runs
 from app.runs.local import LocalRuns
+from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
 from app.web import api, health, interview, pages, playground, review_session, studio

@@ -24,7 +24,7 @@ from app.live_bank import LiveBank
 from app.progress import Standing
 from app.proofs import Proof, ProofBook
 from app.question_runs import QuestionRuns
-from app.run_queue import RunQueue
+from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.run_queue import retry_after_s
+from app.runs.queue import retry_after_s
 
 
 @pytest.mark.parametrize(

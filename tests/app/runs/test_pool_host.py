@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from app.runs.pool_host import PoolHost
+import pytest
+
+from app.runs import RunsFull
+from app.runs.pool_host import PoolHost, PoolHostRuns
+from sandbox import Limits, Sandbox
 
 
 def test_a_killed_hosts_socket_folder_is_swept_by_the_next_and_a_live_ones_kept() -> None:
@@ -33,3 +38,41 @@ def test_a_killed_hosts_socket_folder_is_swept_by_the_next_and_a_live_ones_kept(
             (folder / "pool.sock").unlink(missing_ok=True)
             if folder.exists():
                 folder.rmdir()
+
+
+@pytest.mark.own_pool
+@pytest.mark.anyio
+async def test_shares_and_turns_hold_for_every_web_process_together() -> None:
+    """Two web processes (two clients of one pool host) sending one address's runs: its share
+    (3 here) is counted across both, where each process once kept its own (a client without a
+    cookie had 16 runs admitted for a share of 8), and a newcomer's run takes the next free
+    worker before that address's waiting one, whichever process each came through."""
+    host = PoolHost(Sandbox(workers=2), queue=4, per_learner=2, per_address=3).start()
+    first = second = None
+    try:
+        first, second = [await PoolHostRuns.connect(str(host.path)) for _ in range(2)]
+        ended: list[str] = []
+
+        async def run(via: PoolHostRuns, name: str, owners: tuple[str, ...], seconds: float) -> None:
+            code = f"import time\ntime.sleep({seconds})\nprint('{name}')"
+            result = await via.run_in_turn(code, Limits(wall_s=20), lane="learner", owners=owners)
+            assert result.stdout == f"{name}\n", result
+            ended.append(name)
+
+        flood = ("address:10.0.0.1",)
+        runs = [asyncio.ensure_future(run(via, f"flood-{n}", (f"learner:{n}", *flood), seconds))
+                for n, (via, seconds) in enumerate(((first, 1.0), (second, 2.5), (second, 1.5)))]  # fmt: skip
+        await asyncio.sleep(0.5)  # two run, the third waits
+        with pytest.raises(RunsFull) as refused:
+            await first.run_in_turn("print('one too many')", Limits(), lane="learner", owners=("learner:9", *flood))
+        assert (refused.value.reason, refused.value.limit) == ("address", 3)
+        # At 1 s a worker frees: the newcomer (nothing running) takes it before the flood's third
+        # run (one running); first come, first served, that one would have ended first.
+        newcomer = asyncio.ensure_future(run(first, "newcomer", ("learner:new", "address:10.0.0.2"), 0.5))
+        await asyncio.gather(*runs, newcomer)
+        assert ended.index("newcomer") < ended.index("flood-2"), ended
+    finally:
+        for client in (first, second):
+            if client is not None:
+                await client.close()
+        host.close()

@@ -116,7 +116,10 @@ class RunQueue:
 
     async def spare_worker(self) -> None:
         """Returns once a background run may start without a learner ever waiting for it: while
-        another worker stays free (with one worker: when it is idle)."""
+        another worker stays free (with one worker: when it is idle). With a backend that keeps
+        turns, at once: it holds a background run back itself, seeing every process's runs."""
+        if getattr(self.pool, "keeps_turns", False):
+            return
         if self._changed is None:
             self._changed = asyncio.Event()
         while self._in_flight > max(0, self.workers - 2):
@@ -174,6 +177,8 @@ class RunQueue:
         refused = self.pool.refusal(device, subject)
         if refused is not None:
             return refused  # at once: nothing online can run it, so no place in the queue either
+        if getattr(self.pool, "keeps_turns", False):
+            return await self._handed_on(code, explain, device, limits or self.limits, lane, owners)
         self._admit(lane, owners)
         self._in_flight += 1
         self._learners_in_flight += lane == "learner"
@@ -209,5 +214,22 @@ class RunQueue:
                     self._measured = True
                 if self._changed is not None:
                     self._changed.set()
+
+        return await asyncio.shield(asyncio.ensure_future(whole_run()))
+
+    async def _handed_on(
+        self, code: str, explain: bool, device: str | None, limits: Limits, lane: str, owners: tuple[str, ...]
+    ) -> RunResult:
+        """A run handed at once to a backend that keeps the turns of every web process (see
+        `Runs.keeps_turns`): its refusal is this queue's own (`QueueFull`, with its reason)."""
+        self._in_flight += 1
+
+        async def whole_run() -> RunResult:
+            try:
+                return await self.pool.run_in_turn(code, limits, explain=explain, device=device, lane=lane, owners=owners)  # type: ignore[attr-defined]
+            except RunsFull as full:
+                raise QueueFull(full.retry_after_s or self.retry_after_s(), full.reason, full.limit) from None
+            finally:
+                self._in_flight -= 1
 
         return await asyncio.shield(asyncio.ensure_future(whole_run()))
