@@ -362,9 +362,14 @@ def reason_for(
             return "run in float32 by autocast (it is on autocast's float32 list)"
         if len(distinct) > 1 and out_dtype == distinct[-1]:
             return f"promoted to the widest input ({out_dtype}) under autocast"
+        if distinct == ["float64"]:  # before "follows its input": autocast passed it over, not the op
+            return "its inputs are float64, which autocast never casts (only float32, float16 and bfloat16 ones)"
         if distinct == [out_dtype]:
             return f"follows its input ({out_dtype}); autocast did not change it"
-        return f"returned {out_dtype} under autocast"
+        if out_dtype in distinct:  # layer_norm of a bfloat16 input with float32 weights, on the CPU
+            return f"keeps its {out_dtype} input's dtype; autocast cast none of its inputs"
+        # Autocast cast nothing, and the dtype is none of the inputs': the op chose it (sum's dtype=).
+        return f"autocast cast none of its inputs; the op itself made {out_dtype} (as a dtype= argument does)"
     if other_autocast is not None:
         prefix = (
             f"autocast is on for {other_autocast[0]} but this ran on {device}, "

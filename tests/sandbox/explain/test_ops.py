@@ -197,3 +197,23 @@ def test_a_shape_error_is_not_blamed_on_mixed_dtypes(explain: Explain) -> None:
     assert "cannot be multiplied" in report["error"]["message"]
     assert report["error"]["explanation"] is None
     assert not any("mix" in s for s in report["summary"]), report["summary"]
+
+
+def test_why_an_op_autocast_cast_nothing_for_says_what_did_decide(explain: Explain) -> None:
+    """The trace said "follows its input" of mm on float64 (mm is on autocast's list: float64 is
+    what autocast never casts), and "returned float16 under autocast" of a sum asked for float16
+    and of a layer norm keeping its bfloat16 input, as if autocast had chosen those dtypes."""
+    code = (
+        "import torch\na = torch.rand(4, 4)\nw = torch.ones(4)\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    x = torch.mm(a.double(), a.double())\n"
+        "    s = a.sum(dtype=torch.float16)\n"
+        "    n = torch.nn.functional.layer_norm(a.bfloat16(), (4,), w, w)\n"
+    )
+    _, report = explain(code)
+    [mm] = ops_named(report, "torch.mm")
+    assert mm["reason"] == "its inputs are float64, which autocast never casts (only float32, float16 and bfloat16 ones)"
+    [total] = ops_named(report, "Tensor.sum")
+    assert total["reason"] == "autocast cast none of its inputs; the op itself made float16 (as a dtype= argument does)"
+    [norm] = ops_named(report, "torch.nn.functional.layer_norm")
+    assert norm["reason"] == "keeps its bfloat16 input's dtype; autocast cast none of its inputs"
