@@ -33,6 +33,7 @@ def test_an_interviewer_watches_a_candidate_live(
     host.goto(server.instructor_link("ada"))
     host.get_by_role("button", name="Sign in").click()
     host.goto("/studio/interviews/new")
+    host.locator("details.studio-set > summary").first.click()  # a set's questions, folded until opened
     host.locator(f'input[value="{PO}"]').check()
     host.locator(f'input[value="{MC}"]').check()
     host.get_by_label("Time limit in minutes").fill("30")

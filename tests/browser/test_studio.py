@@ -64,6 +64,10 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     planted = page.locator('tr[data-question="planted-wrong-key"]')
     expect(planted.locator(".proof-chip")).to_have_text("held back", timeout=30_000)  # proved wrong on load
     expect(planted).to_contain_text("65504")  # the run's own output, in the diff
+    # A fold per set file: the one with a key to look at open, the rest one line each (as one
+    # table, the real bank was 44,000 px high on a phone).
+    expect(page.locator("details.studio-set", has_text="planted.yaml")).to_have_attribute("open", "")
+    expect(page.locator("details.studio-set", has_text="amp-demo.yaml")).not_to_have_attribute("open", "")
     expect(page.locator("li.problem").first).to_contain_text("broken.yaml:")
     expect(page.locator("li.problem").first).to_contain_text("half-written")
     expect(page.get_by_role("alert")).to_contain_text("broken.yaml")  # the banner

@@ -21,10 +21,12 @@ router = APIRouter(include_in_schema=False)
 
 
 def _question_rows(state: WebState) -> list[dict[str, Any]]:
-    """The bank's questions as the form lists them; one whose key a run here contradicts cannot be
-    picked (a candidate could not be graded on it)."""
-    return [{"id": q.id, "title": title_of(q), "kind": q.question.kind, "held_back": state.proof(q).state == "held_back"}
-            for q in state.bank.questions]  # fmt: skip
+    """The bank's questions as the form lists them, a set at a time (in the bank's order); one
+    whose key a run here contradicts cannot be picked (a candidate could not be graded on it)."""
+    return [{"title": s.model.title, "questions": [
+                {"id": q.id, "title": title_of(q), "kind": q.question.kind, "held_back": state.proof(q).state == "held_back"}
+                for q in s.questions]}
+            for s in state.bank.sets]  # fmt: skip
 
 
 @router.get("/studio/interviews/new")
