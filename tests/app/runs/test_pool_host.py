@@ -59,16 +59,28 @@ async def test_shares_and_turns_hold_for_every_web_process_together() -> None:
             assert result.stdout == f"{name}\n", result
             ended.append(name)
 
+        async def taken(in_flight: int) -> None:
+            """Until the host's queue holds this many runs (running or waiting): the order of
+            arrival is the test's, not the event loop's."""
+            for _ in range(200):
+                if host._turns is not None and host._turns.load().in_flight == in_flight:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"the pool host never held {in_flight} runs")
+
         flood = ("address:10.0.0.1",)
-        runs = [asyncio.ensure_future(run(via, f"flood-{n}", (f"learner:{n}", *flood), seconds))
-                for n, (via, seconds) in enumerate(((first, 1.0), (second, 2.5), (second, 1.5)))]  # fmt: skip
-        await asyncio.sleep(0.5)  # two run, the third waits
+        runs = []
+        for n, (via, seconds) in enumerate(((first, 2.0), (second, 4.0), (second, 1.5))):
+            runs.append(asyncio.ensure_future(run(via, f"flood-{n}", (f"learner:{n}", *flood), seconds)))
+            await taken(n + 1)  # flood-0 and flood-1 run, flood-2 waits
         with pytest.raises(RunsFull) as refused:
             await first.run_in_turn("print('one too many')", Limits(), lane="learner", owners=("learner:9", *flood))
         assert (refused.value.reason, refused.value.limit) == ("address", 3)
-        # At 1 s a worker frees: the newcomer (nothing running) takes it before the flood's third
-        # run (one running); first come, first served, that one would have ended first.
+        # At 2 s a worker frees: the newcomer (nothing running) takes it before the flood's third
+        # run (one running). First come, first served, flood-2 would run then and end at 3.5 s,
+        # the newcomer only after flood-1, at 4.5 s.
         newcomer = asyncio.ensure_future(run(first, "newcomer", ("learner:new", "address:10.0.0.2"), 0.5))
+        await taken(4)
         await asyncio.gather(*runs, newcomer)
         assert ended.index("newcomer") < ended.index("flood-2"), ended
     finally:
