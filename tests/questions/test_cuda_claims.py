@@ -41,7 +41,7 @@ ATEN = {
 CLAIMS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "loss-type-is-tensor-class": {"mse_loss": FP32},
     "seed004-mm-autocast-cpu": {"mm": LOWER},
-    "cuda-autocast-cpu-input-error": {"addmm": LOWER, "Linear": LOWER},
+    "cuda-autocast-cpu-input-error": {"addmm": LOWER, "Linear": LOWER, "linear": LOWER},
     "cpu-autocast-when-not-to-use-amp": {"layer_norm": FP32, "softmax": SET_OPT},
     "cpu-autocast-float16-sum-overflow": {"sum": SET_OPT},
     "cpu-autocast-softmax-reductions-stay-bf16": {

@@ -212,7 +212,7 @@ def test_why_an_op_autocast_cast_nothing_for_says_what_did_decide(explain: Expla
     )
     _, report = explain(code)
     [mm] = ops_named(report, "torch.mm")
-    assert mm["reason"] == "its inputs are float64, which autocast never casts (only float32, float16 and bfloat16 ones)"
+    assert mm["reason"] == "its inputs are float64, which autocast never casts: it casts only float32, float16 and bfloat16 ones"
     [total] = ops_named(report, "Tensor.sum")
     assert total["reason"] == "autocast cast none of its inputs; the op itself made float16 (as a dtype= argument does)"
     [norm] = ops_named(report, "torch.nn.functional.layer_norm")
