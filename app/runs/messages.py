@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.runs import DEVICES
-from app.runs.queue import PRIORITY
+from app.runs.turns import PRIORITY
 from sandbox import Limits, RunResult
 from sandbox.result import STATUSES
 
@@ -42,7 +42,7 @@ class RunRequest:
     explain: bool = False
     device: str | None = None
     lane: str = "question"
-    """Its turn's lane (`app.runs.queue.PRIORITY`), for a backend that keeps turns (the pool host)."""
+    """Its turn's lane (`app.runs.turns.PRIORITY`), for a backend that keeps turns (the pool host)."""
     owners: tuple[str, ...] = ()
     """Whose share of the room it takes ("learner:<id>", "address:<ip>"), likewise."""
 

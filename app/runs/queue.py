@@ -3,7 +3,8 @@
 Runs go to a `Runs` backend (app.runs: the local pool, a pool shared by this host's web
 processes, or remote workers), at most `workers` at once. Up to `queue` more runs wait their turn;
 beyond that `QueueFull` says when to come back (the web turns it into 429 + Retry-After), instead
-of letting waiting requests pile up without bound. No FastAPI here.
+of letting waiting requests pile up without bound. Who may run and who runs next is
+`app.runs.turns`'s rule; this waits on it with the event loop. No FastAPI here.
 
 (The sandbox's "runner" is the process that runs one snippet; this is the queue in front of them.)
 """
@@ -11,33 +12,15 @@ of letting waiting requests pile up without bound. No FastAPI here.
 from __future__ import annotations
 
 import asyncio
-import collections
-import itertools
-import math
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from app.runs import Runs, RunsFull
+from app.runs.turns import Lane, QueueFull, Turns, retry_after_s
 from sandbox import Limits, RunResult
 
-
-class QueueFull(Exception):
-    """No room for this run: every worker is busy and the queue is full (`reason="queue"`), or
-    this learner or address already has its share of runs going (`"learner"`, `"address"`)."""
-
-    def __init__(self, retry_after_s: int, reason: str = "queue", limit: int = 0) -> None:
-        super().__init__(f"no room for the run ({reason}); {retry_after_s} s is a fair wait")
-        self.retry_after_s = retry_after_s
-        self.reason = reason
-        self.limit = limit
-
-
-Lane = Literal["question", "learner", "background"]
-PRIORITY: dict[str, int] = {"question": 0, "learner": 1, "background": 2}
-"""Who gets the next free worker: the run shown with an answered question first (it is shared by
-every learner who answers it, and never waits behind playground runs), then learners' own runs,
-then proving keys in the background."""
+__all__ = ["Load", "QueueFull", "RunQueue", "retry_after_s"]  # QueueFull and retry_after_s: as the web and the tests know them
 
 
 @dataclass(frozen=True)
@@ -48,22 +31,10 @@ class Load:
     """Runs running or waiting."""
 
 
-def retry_after_s(in_flight: int, capacity: int, workers: int, mean_run_s: float) -> int:
-    """Whole seconds until a retry finds room: the runs that must end first (one, when the queue
-    is just full), ending at the measured rate of `workers / mean_run_s` runs a second (the mean
-    time a run holds its worker); at least 1 s."""
-    must_end = max(1, in_flight - capacity + 1)
-    return max(1, math.ceil(must_end * mean_run_s / workers))
-
-
 class RunQueue:
-    """Runs snippets without blocking the event loop. Learners' own runs (the playground, the
-    API) are admitted within `workers + queue` at once, and each learner (cookie) and client
-    address within its share, so one client cannot fill the queue for everyone; question runs
-    and background runs are not counted against that room. A free worker goes to the waiting
-    run with the highest priority (`PRIORITY`); within it, to the run whose owners have the
-    fewest runs on workers now (an address's before a learner's), then first come first served:
-    a client that queued eight long runs no longer makes a newcomer wait for all of them."""
+    """Runs snippets without blocking the event loop, in the turns `app.runs.turns` gives: within
+    the room and each learner's and address's share, and the next free worker to the waiting run
+    of the highest priority, then of the owners with the fewest runs going."""
 
     def __init__(
         self,
@@ -79,21 +50,7 @@ class RunQueue:
         self.workers = workers
         self.queue = queue
         self.limits = limits
-        self.caps = {"learner": per_learner, "address": per_address}
-        self._in_flight = 0
-        """Admitted runs of every lane, running or waiting."""
-        self._learners_in_flight = 0
-        self._by_owner: collections.Counter[str] = collections.Counter()
-        self._free = workers
-        self._waiting: list[tuple[int, int, tuple[str, ...], asyncio.Future[None]]] = []
-        """(priority, arrival, owners, turn) of each run waiting for a worker: a few dozen at most."""
-        self._running: collections.Counter[str] = collections.Counter()
-        """Owner -> runs of theirs on a worker now."""
-        self._arrivals = itertools.count()
-        self._mean_s = 0.05
-        self._measured = False
-        """Moving average of how long a run holds its worker (not counting its wait in the
-        queue: with that in, a full queue would inflate its own estimate), for Retry-After."""
+        self.turns: Turns[asyncio.Future[None]] = Turns(workers=workers, queue=queue, per_learner=per_learner, per_address=per_address)
         self._changed: asyncio.Event | None = None
 
     @property
@@ -106,13 +63,13 @@ class RunQueue:
 
     @property
     def has_idle_worker(self) -> bool:
-        return self._in_flight < self.workers
+        return self.turns.in_flight < self.workers
 
     def load(self) -> Load:
-        return Load(self.workers, self.queue, self._in_flight)
+        return Load(self.workers, self.queue, self.turns.in_flight)
 
     def retry_after_s(self) -> int:
-        return retry_after_s(self._learners_in_flight, self.workers + self.queue, self.workers, self._mean_s)
+        return self.turns.retry_after_s()
 
     async def spare_worker(self) -> None:
         """Returns once a background run may start without a learner ever waiting for it: while
@@ -122,42 +79,19 @@ class RunQueue:
             return
         if self._changed is None:
             self._changed = asyncio.Event()
-        while self._in_flight > max(0, self.workers - 2):
+        while not self.turns.spare:
             self._changed.clear()
             await self._changed.wait()
 
-    def _admit(self, lane: str, owners: tuple[str, ...]) -> None:
-        if lane != "learner":
-            return
-        if self._learners_in_flight >= self.workers + self.queue:
-            raise QueueFull(self.retry_after_s())
-        for owner in owners:
-            kind = owner.split(":", 1)[0]
-            cap = self.caps.get(kind)
-            if cap is not None and self._by_owner[owner] >= cap:
-                raise QueueFull(max(1, math.ceil(self._mean_s)), kind, cap)
-
     async def _worker_slot(self, lane: str, owners: tuple[str, ...]) -> None:
-        if self._free > 0 and not self._waiting:
-            self._free -= 1
-            return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((PRIORITY[lane], next(self._arrivals), owners, turn))
-        await turn  # the slot is handed over by `_give_back_slot`
+        if not self.turns.take_slot(lane, owners, turn):
+            await turn  # the slot is handed over by `_give_back_slot`
 
-    def _share(self, owners: tuple[str, ...]) -> tuple[int, int]:
-        """How many runs this run's address, then its learner, have on workers now."""
-        by_kind = {owner.split(":", 1)[0]: self._running[owner] for owner in owners}
-        return by_kind.get("address", 0), by_kind.get("learner", 0)
-
-    def _give_back_slot(self) -> None:
-        self._waiting = [entry for entry in self._waiting if not entry[3].done()]  # given up
-        if not self._waiting:
-            self._free += 1
-            return
-        chosen = min(self._waiting, key=lambda e: (e[0], *self._share(e[2]), e[1]))
-        self._waiting.remove(chosen)
-        chosen[3].set_result(None)
+    def _give_back_slot(self, owners: tuple[str, ...]) -> None:
+        chosen = self.turns.give_back_slot(owners, lambda turn: turn.done())  # given up
+        if chosen is not None:
+            chosen.set_result(None)
 
     async def run(
         self,
@@ -179,17 +113,14 @@ class RunQueue:
             return refused  # at once: nothing online can run it, so no place in the queue either
         if getattr(self.pool, "keeps_turns", False):
             return await self._handed_on(code, explain, device, limits or self.limits, lane, owners)
-        self._admit(lane, owners)
-        self._in_flight += 1
-        self._learners_in_flight += lane == "learner"
-        self._by_owner.update(owners)
+        self.turns.admit(lane, owners)
         chosen = limits or self.limits
 
         async def whole_run() -> RunResult:
             held = 0.0
             try:
                 await self._worker_slot(lane, owners)
-                self._running.update(owners)
+                self.turns.started(owners)
                 try:
                     started = time.perf_counter()
                     try:
@@ -199,19 +130,11 @@ class RunQueue:
                     held = time.perf_counter() - started
                     return result
                 finally:
-                    self._running.subtract(owners)
-                    self._running += collections.Counter()  # drop owners with nothing running
-                    self._give_back_slot()
+                    self._give_back_slot(owners)
             finally:
                 # Counted down when the sandbox is done, not when the client gives up: a run
                 # abandoned by its client still holds its place.
-                self._in_flight -= 1
-                self._learners_in_flight -= lane == "learner"
-                self._by_owner.subtract(owners)
-                self._by_owner += collections.Counter()  # drop owners with nothing left
-                if lane != "background" and held:
-                    self._mean_s = 0.8 * self._mean_s + 0.2 * held if self._measured else held
-                    self._measured = True
+                self.turns.finished(lane, owners, held)
                 if self._changed is not None:
                     self._changed.set()
 
@@ -222,7 +145,7 @@ class RunQueue:
     ) -> RunResult:
         """A run handed at once to a backend that keeps the turns of every web process (see
         `Runs.keeps_turns`): its refusal is this queue's own (`QueueFull`, with its reason)."""
-        self._in_flight += 1
+        self.turns.in_flight += 1  # what this process has under way, for `load()` and `has_idle_worker`
 
         async def whole_run() -> RunResult:
             try:
@@ -230,6 +153,6 @@ class RunQueue:
             except RunsFull as full:
                 raise QueueFull(full.retry_after_s or self.retry_after_s(), full.reason, full.limit) from None
             finally:
-                self._in_flight -= 1
+                self.turns.in_flight -= 1
 
         return await asyncio.shield(asyncio.ensure_future(whole_run()))

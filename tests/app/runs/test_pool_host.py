@@ -63,7 +63,7 @@ async def test_shares_and_turns_hold_for_every_web_process_together() -> None:
             """Until the host's queue holds this many runs (running or waiting): the order of
             arrival is the test's, not the event loop's."""
             for _ in range(200):
-                if host._turns is not None and host._turns.load().in_flight == in_flight:
+                if host._turns is not None and host._turns.in_flight == in_flight:
                     return
                 await asyncio.sleep(0.01)
             raise AssertionError(f"the pool host never held {in_flight} runs")
