@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from sandbox import Limits, Sandbox
+from sandbox import Limits, RunResult, Sandbox
 from sandbox.claims import DROPPED_EXPLANATION
 from tests.support.pool import assert_still_works
 
@@ -157,18 +157,24 @@ def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
     assert_still_works(sb)
 
 
-def test_forged_lone_surrogates_come_back_serialisable(sb: Sandbox) -> None:
-    """A lone surrogate cannot be encoded as UTF-8: in a forged report's texts it made every page
-    showing the run answer 500, and an interview's report fail on every load after."""
-    r = forged(sb, """
-        bad = "bad \\ud800 text"
-        forge({"type": "result", "status": "error", "message": bad,
-               "warnings": [{"category": "UserWarning", "message": bad, "line": 1}],
-               "exception": {"type": "ValueError\\udc80", "message": bad, "traceback": bad, "line": 1},
-               "explanation": {"summary": [bad], "ops": [], "scaler": [], "hazards": []}})
+def _in_every_text(sb: Sandbox, text: str, exception_type: str = "ValueError") -> RunResult:
+    """A forged report with `text` (a string literal, as the snippet's source writes it) in every
+    text field a report has, and the run ended as a runner ends after a report."""
+    return forged(sb, f"""
+        said = {text}
+        forge({{"type": "result", "status": "error", "message": said,
+               "warnings": [{{"category": "UserWarning", "message": said, "line": 1}}],
+               "exception": {{"type": "{exception_type}", "message": said, "traceback": said, "line": 1}},
+               "explanation": {{"summary": [said], "ops": [], "scaler": [], "hazards": []}}}})
         import os
         os._exit(81)
     """, explain=True)
+
+
+def test_forged_lone_surrogates_come_back_serialisable(sb: Sandbox) -> None:
+    """A lone surrogate cannot be encoded as UTF-8: in a forged report's texts it made every page
+    showing the run answer 500, and an interview's report fail on every load after."""
+    r = _in_every_text(sb, '"bad \\ud800 text"', exception_type="ValueError\\udc80")
     assert r.status == "error", r
     assert r.exception.message == "bad \\ud800 text" and r.exception.type == "ValueError\\udc80"
     assert r.explanation["summary"] == ["bad \\ud800 text"]
@@ -183,15 +189,7 @@ def test_characters_that_hide_or_reorder_text_come_back_written_out(sb: Sandbox)
     escapes repr() writes, so a page shows what was there; tabs and line ends stay as they are."""
     printed = sb.run('print("\\x1b[31mred\\x1b[0m\\tnul\\x00 \\u202eevil\\u200b")')
     assert printed.stdout == "\\x1b[31mred\\x1b[0m\tnul\\x00 \\u202eevil\\u200b\n", printed
-    r = forged(sb, """
-        hidden = "bell \\x07 \\u202ereversed"
-        forge({"type": "result", "status": "error", "message": hidden,
-               "warnings": [{"category": "UserWarning", "message": hidden, "line": 1}],
-               "exception": {"type": "ValueError", "message": hidden, "traceback": hidden, "line": 1},
-               "explanation": {"summary": [hidden], "ops": [], "scaler": [], "hazards": []}})
-        import os
-        os._exit(81)
-    """, explain=True)
+    r = _in_every_text(sb, '"bell \\x07 \\u202ereversed"')
     written = "bell \\x07 \\u202ereversed"
     assert r.exception.message == r.exception.traceback == r.warnings[0].message == written, r
     assert r.explanation["summary"] == [written]

@@ -75,6 +75,15 @@ def _gone(pids: list[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _start_in_the_background(server: Server) -> None:
+    """Starts `serve` as a shell script's `serve &` does: SIGINT ignored, which it inherits."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        server.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def two_processes(tmp_path: Path) -> Iterator[Server]:
     """`serve --processes 2`, to start; killed outright if a test ends with it still running (one
@@ -139,11 +148,7 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
     for `serve &`) still stops on SIGTERM, its web processes with it (it once ran on: it turned SIGTERM into
     SIGINT, and only SIGKILL ended it), and a second SIGTERM does not break off the stop."""
     server = two_processes
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by serve, as from `serve &`
-    try:
-        server.start()
-    finally:
-        signal.signal(signal.SIGINT, before)
+    _start_in_the_background(server)
     assert server.proc is not None
     web = _two_web_processes(server)
 
@@ -171,11 +176,7 @@ def test_serve_with_one_process_stops_on_sigterm_with_status_0_and_its_sandbox_w
     die of the signal uvicorn raised again after its graceful stop (143 in a shell, a failure to
     a supervisor that reads statuses), and no sandbox process left behind."""
     server = Server(tmp_path)
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by serve, as from `serve &`
-    try:
-        server.start()
-    finally:
-        signal.signal(signal.SIGINT, before)
+    _start_in_the_background(server)
     assert server.proc is not None
     zygotes = children(server.proc.pid, "sandbox.zygote")
     assert zygotes
