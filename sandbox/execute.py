@@ -39,6 +39,16 @@ REFUSED = (
     " Unix and IP; and the run has an unprivileged uid)."
 )
 """Added to the message of a run whose snippet raised EPERM: most likely the sandbox said no."""
+UNLISTED = (
+    " Function not implemented: the sandbox lets a run make only the system calls Python and torch"
+    " need, and answers any other as a kernel without it would."
+)
+"""Added to the message of a run whose snippet raised ENOSYS: the syscall allow-list (`sandbox.seccomp`)."""
+NO_COMPILER = (
+    " torch.compile's default backend (inductor) compiles C++, which a run here cannot (and a first"
+    ' compile takes longer than a run may): backend="aot_eager" shows the same graph, casts included.'
+)
+"""Added to the message of a run whose torch.compile failed to compile C++."""
 
 
 def clean(text: str, limit: int = MAX_TEXT) -> str:
@@ -110,7 +120,9 @@ def _honest(template: str, **parts: str) -> str:
 
 
 _EXITED = _honest(EXITED, code=".{0,300}")
-_RAISED = _honest(RAISED, type=r"[\w.<>]{1,200}", where=r"( on line \d{1,7})?") + "(" + re.escape(REFUSED) + ")?"
+_RAISED = _honest(RAISED, type=r"[\w.<>]{1,200}", where=r"( on line \d{1,7})?") + "(" + "|".join(
+    re.escape(hint) for hint in (REFUSED, UNLISTED, NO_COMPILER)
+) + ")?"
 HONEST_MESSAGES = {
     "ok": re.compile(f"({_EXITED})?", re.DOTALL),
     "error": re.compile(f"{_EXITED}|{_RAISED}", re.DOTALL),
@@ -145,6 +157,10 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
     said = RAISED.format(type=exception["type"] if exception else type(exc).__name__, where=where)
     if isinstance(exc, OSError) and exc.errno == errno.EPERM:
         said += REFUSED
+    elif isinstance(exc, OSError) and exc.errno == errno.ENOSYS:
+        said += UNLISTED
+    elif "CppCompileError" in (exception["type"] if exception else "") or "CppCompileError" in message:
+        said += NO_COMPILER
     return "error", said
 
 

@@ -260,3 +260,14 @@ def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_r
     first, listing = r.stdout.splitlines()
     assert first == "42 False False"
     assert "mine.txt" in listing and "beside-it.txt" not in listing
+
+
+def test_torch_compiles_default_backend_says_what_to_use_instead(sb: Sandbox) -> None:
+    """Inductor compiles C++, which a run cannot (no compiler headers in its root; and a first
+    compile took 21 s on this host against a 10 s wall limit): the run said only "C++ compile
+    error" and "algorithm: No such file or directory". It now names the backend that works."""
+    r = sb.run("import torch\nf = torch.compile(lambda x: (x * 2).sum())\nprint(f(torch.ones(4)).item())")
+    assert r.status == "error", r
+    assert 'backend="aot_eager" shows the same graph, casts included.' in r.message, r.message
+    ok = sb.run('import torch\nf = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager")\nprint(f(torch.ones(4)).item())')
+    assert (ok.status, ok.stdout) == ("ok", "8.0\n"), ok

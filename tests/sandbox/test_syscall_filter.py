@@ -304,3 +304,14 @@ def test_a_call_the_allow_list_does_not_name_is_refused_as_if_the_kernel_lacked_
         "name_to_handle_at ENOSYS",
     ], out  # fmt: skip
     assert_still_works(sb)
+
+
+def test_a_call_refused_as_unimplemented_says_why(sb: Sandbox) -> None:
+    """A call the allow-list does not name raises OSError ENOSYS in Python, "Function not
+    implemented", which alone reads like a bug in Python: the run's message says the sandbox
+    lets a run make only the calls Python and torch need."""
+    r = sb.run("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)")
+    assert r.status == "error" and r.exception is not None and "Function not implemented" in r.exception.message, r
+    assert r.message.endswith("the sandbox lets a run make only the system calls Python and torch need, "
+                              "and answers any other as a kernel without it would."), r.message  # fmt: skip
+    assert_still_works(sb)
