@@ -94,12 +94,14 @@ def queue(cards: dict[str, ReviewCard], now: datetime) -> list[QueueItem]:
 
 
 def humanise_delta(moment: datetime, now: datetime) -> str:
-    """'now', 'in 10 minutes', 'in 3 days', '2 hours ago': how the queue says when."""
+    """'now', 'in under a minute', 'in 10 minutes', 'in 3 days', '2 hours ago': how the queue
+    says when. A moment seconds ahead is not 'now': the review page said "Nothing is due for
+    review right now. The next one comes back now." """
     seconds = (moment - now).total_seconds()
     future = seconds > 0
     seconds = abs(seconds)
     if seconds < 60:
-        return "now"
+        return "in under a minute" if future else "now"
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size:
             n = int(seconds // size)

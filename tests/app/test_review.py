@@ -50,7 +50,8 @@ def test_the_queue_puts_what_is_due_first() -> None:
 
 
 def test_when_is_said_in_words() -> None:
-    assert review.humanise_delta(NOW + timedelta(seconds=30), NOW) == "now"
+    assert review.humanise_delta(NOW + timedelta(seconds=30), NOW) == "in under a minute"  # not due yet: not "now"
+    assert review.humanise_delta(NOW - timedelta(seconds=30), NOW) == "now"
     assert review.humanise_delta(NOW + timedelta(minutes=10), NOW) == "in 10 minutes"
     assert review.humanise_delta(NOW + timedelta(days=3, hours=1), NOW) == "in 3 days"
     assert review.humanise_delta(NOW - timedelta(hours=2), NOW) == "2 hours ago"
