@@ -27,6 +27,7 @@ from app.bank.load import (
     load_text,
     question_files,
 )
+from app.bank.problem import Problem
 from app.grading import grade
 from app.verify.check import check
 from app.web.deps import State
@@ -67,7 +68,12 @@ def _parse(name: str, text: str, state: WebState | None = None) -> tuple[Any, li
         problems = duplicate_ids(loaded) + ids_taken_elsewhere(loaded, state.bank, bank_folder(state) / name)
         if problems:
             loaded = None
-    return loaded, [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
+    return loaded, _located(problems)
+
+
+def _located(problems: list[Problem]) -> list[dict[str, Any]]:
+    """Problems as the editor shows them, at line:column."""
+    return [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
 
 
 def question_from_text(name: str, text: str, question_id: str) -> LoadedQuestion:
@@ -106,7 +112,7 @@ async def check_text(state: State, who: Instructor, name: Annotated[str, Body()]
     loaded, problems = _parse(name, text, state)
     # What `ampquiz lint` warns about too (a key no one could type, a choice whose words say
     # another thing than its outcome), after the problems: shown, never a reason to refuse a save.
-    warned = [{"line": p.line, "col": p.col, "message": p.message} for p in lint.warnings(loaded.questions)] if loaded else []
+    warned = _located(lint.warnings(loaded.questions)) if loaded else []
     return {"problems": problems + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
 
 
