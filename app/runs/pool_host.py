@@ -4,10 +4,12 @@
 private folder (mode 0700, and outside anything a snippet can see). Each web process reaches it
 with `PoolHostRuns`, so memory does not grow with the processes: one zygote, one set of prepared
 runners. It also keeps the turns (`app.runs.turns`, as one process's queue does): each request
-says whose run it is and in which lane, so a learner's and an address's share, the room for learners' runs, the
-question runs' priority and the order by fewest runs going hold for every web process together.
-Kept in each process they held per process: with two, a client without a cookie had 16 runs
-admitted where 8 are its share, and a newcomer waited 17 s behind them. Frames are a 4-byte big-endian length and a JSON body (`app.runs.messages`); a
+says whose run it is and in which lane, so a learner's and an address's share, the room for
+learners' runs, the question runs' priority and the order by fewest runs going hold for every web
+process together. Kept in each process they held per process: with two, a client without a
+cookie had 16 runs admitted where 8 are its share, and a newcomer waited 17 s behind them.
+
+Frames are a 4-byte big-endian length and a JSON body (`app.runs.messages`); a
 connection carries one run at a time, and a client keeps a few open for reuse.
 """
 
