@@ -138,18 +138,19 @@ def test_runners_being_prepared_cant_take_the_cpu_from_a_run(sb: Sandbox) -> Non
         time.sleep(0.02)
     found = processes_with_argument("765441")
     assert found, result
-    running = {d for d in cgroup_dirs_of(found[0]) if _cpu_weight(d) is not None}
+    # Read while the run lives: once its result is in, its cgroup is removed.
+    running = {str(d): _cpu_weight(d) for d in cgroup_dirs_of(found[0]) if _cpu_weight(d) is not None}
     assert running, "the run's cgroup has no CPU weight to read"
     prepared = [
         d / c.name
-        for d in {r.parent for r in running}
+        for d in {Path(r).parent for r in running}
         for c in d.glob(f"ampquiz-run-{sb.zygote.pid}-*")
-        if d / c.name not in running
+        if str(d / c.name) not in running
     ]
     weights = {str(d): _cpu_weight(d) for d in prepared if d.exists()}
     run.join()
     assert result[0].status == "ok", result[0]
-    assert {_cpu_weight(d) for d in running} <= {"100", "1024"}, running  # the kernel's defaults
+    assert set(running.values()) <= {"100", "1024"}, running  # the kernel's defaults
     assert {"11", "110"} & set(weights.values()), weights  # the spare runners, prepared meanwhile
 
 
