@@ -168,6 +168,7 @@ class Connection:
         status = int(status_line.split()[1])
         length = 0
         self.location = b""
+        closing = False
         while (header := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = header.partition(b":")
             name = name.lower()
@@ -177,7 +178,13 @@ class Connection:
                 self.location = value.strip()
             elif name == b"set-cookie" and not self.cookie:
                 self.cookie = value.strip().split(b";")[0]
-        return status, await self.reader.readexactly(length)
+            elif name == b"connection":
+                closing = b"close" in value.lower()
+        page = await self.reader.readexactly(length)
+        if closing:  # the server closes it after this response: the next request opens another
+            self.close()
+            self.writer = None
+        return status, page
 
     def close(self) -> None:
         if self.writer is not None:

@@ -280,3 +280,29 @@ def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_st
     assert code == 1, said
     assert "the web processes' parent ended (status 1)" in said and "serving on" not in said, said
     assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
+
+
+def test_a_keep_alive_connection_is_closed_after_100_requests_so_a_class_spreads_over_the_processes(
+    two_processes: Server,
+) -> None:
+    """A class connecting at once could all land on one web process and stay there for as long as
+    their browsers kept the connections (one core serving everyone, the other idle). A connection
+    now serves 100 requests, the last saying `Connection: close`; the browser's next request opens
+    a new one, which the process with time to spare takes. No request is cut on the way."""
+    import http.client
+
+    from app.web.connections import REQUESTS_PER_CONNECTION
+
+    server = two_processes
+    server.start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    closing = []
+    for i in range(1, REQUESTS_PER_CONNECTION + 2):
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200
+        if response.will_close:  # http.client then closes its end, and reconnects on the next request
+            closing.append(i)
+    assert closing == [REQUESTS_PER_CONNECTION], closing
+    conn.close()
