@@ -47,10 +47,11 @@ class RunQueue:
         per_address: int = 8,
     ) -> None:
         self.pool = pool
-        self.workers = workers
-        self.queue = queue
         self.limits = limits
         self.turns: Turns[asyncio.Future[None]] = Turns(workers=workers, queue=queue, per_learner=per_learner, per_address=per_address)
+        self._runs_handed_on = 0
+        """Runs handed to a backend that keeps the turns (`_handed_on`): this process's part of them,
+        for `load()` and `has_idle_worker`; `turns` then admits nothing here."""
         self._changed: asyncio.Event | None = None
 
     @property
@@ -63,10 +64,10 @@ class RunQueue:
 
     @property
     def has_idle_worker(self) -> bool:
-        return self.turns.in_flight < self.workers
+        return self.turns.in_flight + self._runs_handed_on < self.turns.workers
 
     def load(self) -> Load:
-        return Load(self.workers, self.queue, self.turns.in_flight)
+        return Load(self.turns.workers, self.turns.queue, self.turns.in_flight + self._runs_handed_on)
 
     def retry_after_s(self) -> int:
         return self.turns.retry_after_s()
@@ -145,7 +146,7 @@ class RunQueue:
     ) -> RunResult:
         """A run handed at once to a backend that keeps the turns of every web process (see
         `Runs.keeps_turns`): its refusal is this queue's own (`QueueFull`, with its reason)."""
-        self.turns.in_flight += 1  # what this process has under way, for `load()` and `has_idle_worker`
+        self._runs_handed_on += 1
 
         async def whole_run() -> RunResult:
             try:
@@ -153,6 +154,6 @@ class RunQueue:
             except RunsFull as full:
                 raise QueueFull(full.retry_after_s or self.retry_after_s(), full.reason, full.limit) from None
             finally:
-                self.turns.in_flight -= 1
+                self._runs_handed_on -= 1
 
         return await asyncio.shield(asyncio.ensure_future(whole_run()))
