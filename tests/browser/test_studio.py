@@ -77,7 +77,14 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     page.goto("/studio/edit/amp-demo.yaml?new=studio-made")
     expect(page.locator("#question")).to_have_value("studio-made")
     expect(page.locator("#problems")).to_contain_text("source")  # lint: an empty source is refused
+    # The textarea has no line numbers: a problem's line:column takes the cursor there.
+    go = page.locator("#problems li", has_text="source").get_by_role("button")
+    line, col = (int(n) for n in go.inner_text().split(":"))
+    go.click()
+    expect(page.locator("#cursor-at")).to_have_text(f"Line {line}, column {col}")
     yaml = page.locator("#yaml")
+    assert yaml.evaluate("a => a.value.slice(0, a.selectionStart).split('\\n').length") == line
+    assert yaml.evaluate("a => document.activeElement === a")
     yaml.fill(yaml.input_value().replace("source: ''", "source: docs for autocast"))
     expect(page.locator("#problems")).to_contain_text("No problems.")
     # Leaving with an unsaved edit asks first (a reload or a tapped link lost it without a word):
