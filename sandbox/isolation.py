@@ -107,6 +107,16 @@ def enter_namespaces(*, mount_namespace: bool = True) -> list[str]:
     return active
 
 
+def leave_host_network() -> bool:
+    """A network namespace of this process's own (a loopback that is down, nothing else), where
+    the host allows one; whether it took effect."""
+    try:
+        unshare(CLONE_NEWNET)
+    except OSError:
+        return False
+    return True
+
+
 def enter_mount_namespace() -> list[str]:
     """A mount namespace of this process's own, copied from the one it is in, with nothing it
     mounts propagating back; returns ["mount-namespace"], or [] where the host refuses."""

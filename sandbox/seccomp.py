@@ -164,6 +164,9 @@ REFUSED_FCNTL = {
 }
 """fcntl(fd, cmd, ...) refused for these commands."""
 
+REFUSED_IOCTL_RANGES = (0x8900, 0x8B00)
+"""ioctl(fd, request, ...) refused for the 256 requests from each (see `_refusals`)."""
+
 RLIMIT_CORE = 4
 """Its resource number: a run may read the limit, never set it. Lowered to 0 (it is 1), a crash
 would pipe its memory to the host's core handler (see `isolation.no_core_dumps`)."""
@@ -255,6 +258,12 @@ def _refusals(rule: Rule) -> None:
         rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
     for command in REFUSED_FCNTL.values():
         rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
+    # ioctl(fd, SIOC…): the sockets' interface and routing requests (0x89xx: SIOCGIFCONF,
+    # SIOCGIFHWADDR, SIOCETHTOOL…) and the wireless ones (0x8Bxx). A run's own namespace has
+    # only a loopback to show, but a socket answers for the namespace it was made in, and a run
+    # holds sockets it did not make. FIONREAD and TIOCOUTQ (0x54xx) stay allowed.
+    for requests in REFUSED_IOCTL_RANGES:
+        rule("ioctl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFF00, requests))
     rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
     rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
     # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.

@@ -253,6 +253,12 @@ def main() -> None:
     # KeyboardInterrupt here would only print a traceback in the middle of that.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.chdir("/")  # started in the package's folder, so `-m sandbox.zygote` finds it; holds nothing
+    # A socket belongs to the network namespace it was made in, whichever one its holder enters
+    # later: each runner's control socket is made here, and a run reached the host's interfaces
+    # through it (SIOCGIFCONF and SIOCGIFHWADDR on it listed the host's addresses and MAC
+    # addresses). Made in a namespace of the zygote's own, there is nothing to see. Its link to
+    # the pool (a socket made before) is unaffected; the runners still enter one of their own.
+    isolation.leave_host_network()
     control = socket.socket(fileno=int(sys.argv[1]))
     config = wire.recv(control)
     if config is None:

@@ -6,6 +6,9 @@ notifications and leases, two prctl options, setting the core limit. Each test i
 
 from __future__ import annotations
 
+import ast
+import errno
+import os
 import textwrap
 
 import pytest
@@ -315,3 +318,45 @@ def test_a_call_refused_as_unimplemented_says_why(sb: Sandbox) -> None:
     assert r.message.endswith("the sandbox lets a run make only the system calls Python and torch need, "
                               "and answers any other as a kernel without it would."), r.message  # fmt: skip
     assert_still_works(sb)
+
+
+IFCONF = """
+import array, fcntl, os, socket, struct
+def interfaces(fd):
+    buf = array.array("B", b"\\0" * 40 * 32)
+    addr, _ = buf.buffer_info()
+    try:
+        out = fcntl.ioctl(fd, 0x8912, struct.pack("iL", len(buf), addr))  # SIOCGIFCONF
+    except OSError as e:
+        return e.errno
+    size = struct.unpack("iL", out)[0]
+    raw = buf.tobytes()[:size]
+    return sorted(raw[i:i + 16].split(b"\\0", 1)[0].decode() for i in range(0, size, 40))
+seen = {}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+            seen[name] = interfaces(int(name))
+    except OSError:
+        pass
+seen["own"] = interfaces(socket.socket().fileno())
+print(seen)
+"""
+
+
+def test_no_socket_a_run_holds_shows_the_hosts_network_interfaces(sb: Sandbox) -> None:
+    """A socket answers interface requests for the network namespace it was made in: the run's
+    control socket was made by the zygote in the host's, and SIOCGIFCONF on it listed the host's
+    interfaces and addresses (an attacker's review). Now every such request is refused, and the
+    zygote makes those sockets in a namespace of its own anyway."""
+    seen = ast.literal_eval(run(sb, IFCONF))  # {fd: interface names, or the errno of the refusal}
+    assert len(seen) >= 2, seen  # its own socket and the one it was handed
+    assert all(found == errno.EPERM for found in seen.values()), seen
+    assert run(sb, "import fcntl, socket, struct\na, b = socket.socketpair()\na.send(b'xyz')\n"
+                   "print(struct.unpack('i', fcntl.ioctl(b, 0x541B, bytes(4)))[0])\n") == "3\n"  # FIONREAD
+    assert_still_works(sb)
+
+
+def test_the_zygote_makes_the_runs_sockets_outside_the_hosts_network_namespace(sb: Sandbox) -> None:
+    assert sb.zygote is not None
+    assert os.readlink(f"/proc/{sb.zygote.pid}/ns/net") != os.readlink("/proc/self/ns/net")
