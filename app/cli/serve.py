@@ -42,6 +42,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     common = {
         "host": settings.host, "port": settings.port, "log_level": args.log_level,
         "access_log": not args.no_access_log, "timeout_graceful_shutdown": 5,
+        # Each connection with a deadline to send its request, a bound per address and one on its
+        # requests (see app.web.connections: named, not imported, as nothing here imports the app).
+        "http": "app.web.connections:BoundedConnection",
     }  # fmt: skip
     where = f"{processes} processes" if processes > 1 else "1 process"
     banner = f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)"

@@ -18,7 +18,8 @@ process that wakes first takes all of them; but the kernel gives each socket its
 connections whatever its process is doing, so a process that is stuck, or killed and being
 replaced, left a share of learners waiting or reset, where on one socket the others take them.
 A browser's idle connection is closed after 5 s, and a busy one after 100 requests
-(`app.web.connections`), so a class's connections spread over the processes again.
+(`app.web.connections`, serve's `http` option), so a class's connections spread over the
+processes again.
 """
 
 from __future__ import annotations
@@ -101,9 +102,7 @@ def _run_web_processes(options: dict, banner: str) -> int:
     from uvicorn import Config
     from uvicorn.supervisors import Multiprocess
 
-    # Each connection serves a bounded number of requests, so the processes share a class's
-    # connections (see `app.web.connections`).
-    config = Config("app.web.process:create_app", factory=True, http="app.web.connections:BoundedKeepAlive", **options)
+    config = Config("app.web.process:create_app", factory=True, **options)
     try:
         socket = config.bind_socket()
     except SystemExit:  # uvicorn said why (a port in use, say)

@@ -27,6 +27,7 @@ from app.question_runs import QuestionRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
+from app.web.connections import address_key
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 from app.web.fragments import SharedFragments
 from app.web.page_threads import PageThreads
@@ -88,7 +89,7 @@ class WebState:
     def owners(request: Request) -> tuple[str, ...]:
         """Whose share of the run queue a learner's own run uses: their cookie and their address."""
         learner = request.scope.get("state", {}).get("learner_id", "")
-        address = request.client.host if request.client else "unknown"
+        address = address_key(request.client.host) if request.client else "unknown"
         return (f"learner:{learner}", f"address:{address}")
 
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
