@@ -65,7 +65,8 @@ class Choice(Strict):
         "right choice's outcome must hold, a wrong choice's must not.",
     )
     device_outcome: dict[Device, Expect] = Field(
-        default_factory=dict, description="Per-device override of outcome, where the run differs by device."
+        default_factory=dict, description="Per-device override of outcome, where the run differs by device "
+        "(not for the device the question asks about: that one is `outcome`)."
     )
 
 
@@ -143,6 +144,15 @@ class MultipleChoiceQuestion(QuestionBase):
                     f"choice {number} is marked correct but has no outcome: say what running the code does "
                     "when it is right (outcome: stdout, stdout_contains, raises, warns), so that running it checks the key"
                 )
+        # An override for the device the question asks about would replace the very outcome that
+        # is checked and graded there: a vacuous one ("stdout_contains: torch.") let any key pass.
+        for number, choice in enumerate(self.choices, 1):
+            if self.asks_about in choice.device_outcome and choice.device_outcome[self.asks_about] != choice.outcome:
+                raise ValueError(f"choice {number}: device_outcome.{self.asks_about} differs from its outcome, which is what "
+                                 f"the run on {self.asks_about} (the device this question asks about) must show: say it once, as outcome")  # fmt: skip
+        if self.asks_about in self.device_expect and self.device_expect[self.asks_about] != self.expect:
+            raise ValueError(f"device_expect.{self.asks_about} differs from expect, which is what the run on "
+                             f"{self.asks_about} (the device this question asks about) must show: say it once, as expect")  # fmt: skip
         if self.expect is None:
             if len(right) > 1:
                 raise ValueError("with several right choices, expect says what the whole run shows")
@@ -190,8 +200,20 @@ class PredictOutputQuestion(QuestionBase):
         "around them must match); for values no one could derive to the last digit.",
     )
     device_answers: dict[Device, str] = Field(
-        default_factory=dict, description="What the code prints on a given device, where that differs."
+        default_factory=dict, description="What the code prints on another device than the one asked about, "
+        "where that differs (the device asked about has `answer`)."
     )
+
+    @model_validator(mode="after")
+    def _one_answer_for_the_device_asked_about(self) -> PredictOutputQuestion:
+        """`answer` is what the code prints on the device the question asks about: another text
+        for that device under `device_answers` replaced it in the proof, and a wrong `answer`
+        went unchecked and was still graded right."""
+        other = self.device_answers.get(self.asks_about)
+        if other is not None and other != self.answer:
+            raise ValueError(f"device_answers.{self.asks_about} differs from answer, which is what the code prints on "
+                             f"{self.asks_about} (the device this question asks about): give it once, as answer")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _tolerance_tells_mistakes_apart(self) -> PredictOutputQuestion:

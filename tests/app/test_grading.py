@@ -145,8 +145,26 @@ def test_a_per_device_answer_counts_only_on_the_device_the_question_asks_about()
     about_cpu = predict(requires="any", answer="False 1.0", device_answers={"cuda": "True 65536.0"})
     assert grade(about_cpu, output="False 1.0").correct
     assert not grade(about_cpu, output="True 65536.0").correct
-    about_cuda = predict(requires="any", device="cuda", answer="False 1.0", device_answers={"cuda": "True 65536.0"})
+    about_cuda = predict(requires="any", device="cuda", answer="True 65536.0", device_answers={"cpu": "False 1.0"})
     assert grade(about_cuda, output="True 65536.0").correct
+    assert not grade(about_cuda, output="False 1.0").correct
+
+
+def test_the_device_asked_about_has_one_answer_and_one_outcome() -> None:
+    """A per-device answer for the device the question asks about replaced `answer` in the proof,
+    so a wrong `answer` was never checked, and a learner who typed it was graded right (an AMP
+    expert's planted key). Likewise a vacuous `device_outcome` on a choice. Refused with why; the
+    same text again is harmless."""
+    with pytest.raises(ValidationError, match="device_answers.cpu differs from answer, which is what the code prints on cpu"):
+        predict(answer="tensor([1.0001], dtype=torch.float16)", device_answers={"cpu": "tensor([1.], dtype=torch.float16)"})
+    assert predict(answer="torch.float16", device_answers={"cpu": "torch.float16", "cuda": "torch.float32"})
+    right = {"text": "It prints `torch.float16`", "correct": True, "why": "w", "outcome": {"stdout": "torch.float16"}}
+    wrong = {"text": "It prints `torch.float32`", "correct": False, "why": "w"}
+    vacuous = {**right, "device_outcome": {"cpu": {"stdout_contains": ["torch."]}}}
+    with pytest.raises(ValidationError, match="choice 1: device_outcome.cpu differs from its outcome"):
+        MultipleChoiceQuestion(id="mc", kind="multiple_choice", code="print(1)", choices=[vacuous, wrong], **COMMON)
+    other_device = {**right, "device_outcome": {"cuda": {"stdout": "torch.float32"}}}
+    assert MultipleChoiceQuestion(id="mc", kind="multiple_choice", code="print(1)", choices=[other_device, wrong], **COMMON)
 
 
 def test_an_empty_prediction_is_refused_not_graded() -> None:
