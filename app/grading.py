@@ -44,7 +44,8 @@ def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
     return list(dict.fromkeys(normalise_output(t) for t in texts))
 
 
-_WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|inf|nan)(?!\w)")
+_WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|-?inf|nan)(?!\w)")
+"""Words compared on their own; inf with its sign (`inf` is not what `-inf` says)."""
 _DEVICES = re.compile(r"(?<![\w.])(?:cpu|cuda(?::\d+)?|meta|mps|xpu)(?!\w)")
 _NAMES = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -114,7 +115,10 @@ def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> boo
         return False
     if [" ".join(t.split()) for t in NUMBER.split(submitted)] != [" ".join(t.split()) for t in NUMBER.split(expected)]:
         return False
-    return all(math.isclose(float(a), float(b), rel_tol=tolerance.rel, abs_tol=tolerance.abs) for a, b in zip(got, want))
+    # A printed 0 is exact: the key of a scale that collapsed to 0.0 does not take 1.5e-05 (a scale
+    # with a floor, the very misconception), whatever the absolute tolerance.
+    return all(float(a) == 0 if float(b) == 0 else math.isclose(float(a), float(b), rel_tol=tolerance.rel, abs_tol=tolerance.abs)
+               for a, b in zip(got, want))  # fmt: skip
 
 
 def describe_tolerance(tolerance: Tolerance | None) -> str:

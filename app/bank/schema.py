@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Annotated, Literal
 
@@ -219,15 +220,24 @@ class PredictOutputQuestion(QuestionBase):
     def _tolerance_tells_mistakes_apart(self) -> PredictOutputQuestion:
         """An absolute tolerance must not count zero, half or twice a printed number as right:
         those are the mistakes a question about scales and overflow exists to catch."""
-        if self.tolerance is None or not self.tolerance.abs:
+        if self.tolerance is None:
             return self
+        rel, absolute = self.tolerance.rel, self.tolerance.abs
         for text in (self.answer, *self.device_answers.values()):
-            for number in NUMBER.findall(text):
-                if float(number) != 0 and self.tolerance.abs >= abs(float(number)) / 2:
+            numbers = NUMBER.findall(text)
+            for number in numbers:
+                if absolute and float(number) != 0 and absolute >= abs(float(number)) / 2:
                     raise ValueError(
-                        f"tolerance: abs {self.tolerance.abs:g} would count 0, half or twice the printed {number} as "
+                        f"tolerance: abs {absolute:g} would count 0, half or twice the printed {number} as "
                         f"right; keep it below {abs(float(number)) / 2:g}"
                     )
+            # Nor one printed number for another: with "1.0 1.1" and abs 0.11, "1.1 1.1" and
+            # "1.0 1.0" (both misconceptions) counted as right.
+            for a in numbers:
+                for b in numbers:
+                    if float(a) != float(b) and math.isclose(float(a), float(b), rel_tol=rel, abs_tol=absolute):
+                        raise ValueError(f"tolerance: it would count the printed {a} as the printed {b}, so an answer that "
+                                         "mixes them up would be right; make it tighter than their difference")  # fmt: skip
         return self
 
 

@@ -115,6 +115,16 @@ def test_a_tolerance_that_counts_the_classic_mistakes_right_is_refused() -> None
         predict(answer="32768.0", tolerance={"abs": 20000})
     with pytest.raises(ValidationError, match="the printed 0.004 as right"):
         predict(answer="0.5", device_answers={"cuda": "0.004"}, tolerance={"abs": 0.002})
+    # Nor one printed number for another (both mix-ups were right with "1.0 1.1" and abs 0.11):
+    with pytest.raises(ValidationError, match="would count the printed 1.0 as the printed 1.1"):
+        predict(answer="1.0 1.1", tolerance={"abs": 0.11})
+    with pytest.raises(ValidationError, match="would count the printed 1.0 as the printed 1.04"):
+        predict(answer="1.0 1.04", tolerance={"rel": 0.05})
+    # A printed 0 is exact, whatever the absolute tolerance: a scale that collapsed to 0.0 is not
+    # one with a floor at 1.5e-05.
+    collapsed = predict(answer="1.0 0.0625 0.0 1.0", tolerance={"abs": 0.03})
+    assert not grade(collapsed, output="1.0 0.0625 1.52587890625e-05 1.0").correct
+    assert grade(collapsed, output="1.0 0.0625 0.0 1.0").correct and grade(collapsed, output="1.01 0.07 0 1.0").correct
     tight = predict(answer="32768.0", tolerance={"rel": 0.05, "abs": 1})
     assert grade(tight, output="33000.0").correct
     assert not any(grade(tight, output=wrong).correct for wrong in ("65536.0", "16384.0", "0.0"))
@@ -129,6 +139,7 @@ def test_a_tolerance_that_counts_the_classic_mistakes_right_is_refused() -> None
     # A name the output lacks, another device, a number rounded away to nothing or to one digit:
     ("Parameter cpu", "Tensor cpu", False), ("Tensor cuda", "Tensor cpu", False), ("RuntimeError", "ValueError: x", False),
     ("0.0", "1.52587890625e-05", False), ("0", "0.4", False), ("2e-05", "1.52587890625e-05", False), ("0.3", "0.3333", False),
+    ("tensor(inf, dtype=torch.float16)", "tensor(-inf, dtype=torch.float16)", False), ("-inf", "tensor(-inf)", True),
 ])  # fmt: skip
 def test_an_accepted_spelling_must_say_what_the_code_prints(spelling: str, printed: str, same: bool) -> None:
     assert (spelled_otherwise(spelling, printed) is None) == same
