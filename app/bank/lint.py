@@ -63,6 +63,9 @@ def warnings(questions: Iterable[Located]) -> list[Problem]:
 
 
 _PRINTS = re.compile(r"\bprints?\b", re.IGNORECASE)
+_NO_ERROR = re.compile(r"\b(?:no (?:exception|error)s?\b|(?:runs?|works?|finish(?:es)?) (?:fine|without (?:an? )?(?:error|exception))|"
+                       r"it works\b|nothing (?:is )?raised|does not raise|doesn't raise|succeeds\b)", re.IGNORECASE)
+"""Words that say the code ends without an exception."""
 _RAISED = re.compile(r"(?<![\w.])(?:\w+\.)*(\w*(?:Error|Exception|Warning))(?!\w)")
 
 
@@ -86,6 +89,9 @@ def _words_against_outcomes(q: MultipleChoiceQuestion) -> list[str]:
             if named and ends and not named & ends:
                 said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome is "
                             f"{', '.join(sorted(ends))}: does the text say what the run does?")  # fmt: skip
+            elif outcome.raises and _NO_ERROR.search(choice.text):
+                said.append(f"choice {number}'s text says the code ends without an error, but its outcome raises "
+                            f"{outcome.raises}: does the text say what the run does?")  # fmt: skip
             elif outcome.raises and not named and _PRINTS.search(choice.text):
                 said.append(f"choice {number}'s text says the code prints, but its outcome raises {outcome.raises}: "
                             "does the text say what the run does?")  # fmt: skip
