@@ -28,21 +28,42 @@ def unrepeatable(code: str) -> list[str]:
     except SyntaxError:
         return []  # a run says what is wrong with it
     said: dict[str, None] = {}
-    seeded = {module for module in ("random", "numpy") if _seeds(tree, module)}
+    names = _imported_names(tree)
+    seeded = {module for module in ("random", "numpy") if _seeds(tree, module, names)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            said.update(dict.fromkeys(_call(node, seeded)))
+            said.update(dict.fromkeys(_call(node, seeded, names)))
         elif isinstance(node, ast.For) and _is_set(node.iter):
             said["walks a set: the order of a set of strings changes with each Python process"] = None
     return list(said)
 
 
-def _call(node: ast.Call, seeded: set[str]) -> list[str]:
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+def _imported_names(tree: ast.AST) -> dict[str, str]:
+    """What each imported name stands for, dotted: `rnd` for `random` after `import random as
+    rnd`, `choice` for `random.choice` after `from random import choice` (an alias hid an
+    unseeded coin from lint)."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _full_name(func: ast.expr, names: dict[str, str]) -> str:
+    """`rnd.random` as `random.random`, `np.random.rand` as `numpy.random.rand` (with their imports)."""
+    dotted = ast.unparse(func) if isinstance(func, (ast.Attribute, ast.Name)) else ""
+    first, _, rest = dotted.partition(".")
+    return (names.get(first, first) + ("." + rest if rest else "")) if dotted else ""
+
+
+def _call(node: ast.Call, seeded: set[str], names: dict[str, str]) -> list[str]:
+    owner, _, name = _full_name(node.func, names).rpartition(".")
     out = []
-    if isinstance(func, ast.Name) and name in _ADDRESSES:
+    if not owner and name in _ADDRESSES:
         out.append(f"calls {name}(): {_ADDRESSES[name]}")
     if name == "data_ptr":
         out.append("calls data_ptr(): a tensor's address changes with each Python process")
@@ -56,7 +77,8 @@ def _call(node: ast.Call, seeded: set[str]) -> list[str]:
         out.append("draws from NumPy's global generator without numpy.random.seed()")
     if name == "default_rng" and not node.args and not node.keywords:
         out.append("makes a NumPy generator with no seed")
-    if (name in _SHOWN or name == "join") and any(_is_set(a) for a in node.args):
+    shown = [a.value if isinstance(a, ast.Starred) else a for a in node.args]  # print(*{...}) walks it too
+    if (name in _SHOWN or name == "join") and any(_is_set(a) for a in shown):
         out.append("prints or walks a set: the order of a set of strings changes with each Python process")
     return out
 
@@ -67,10 +89,15 @@ def _is_set(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
 
 
-def _seeds(tree: ast.AST, module: str) -> bool:
+def _seeds(tree: ast.AST, module: str, names: dict[str, str]) -> bool:
+    """Whether the code seeds `module`'s generator with a value: `seed()` and `seed(None)` seed
+    it from the OS, as an unseeded one is."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "seed":
-            owner = ast.unparse(node.func.value)
-            if owner == module or (module == "numpy" and owner in ("np.random", "numpy.random")):
-                return True
+        if not isinstance(node, ast.Call):
+            continue
+        owner, _, name = _full_name(node.func, names).rpartition(".")
+        given = [*node.args, *(k.value for k in node.keywords)]
+        with_value = bool(given) and not (isinstance(given[0], ast.Constant) and given[0].value is None)
+        if name == "seed" and with_value and (owner == module or (module == "numpy" and owner in ("np.random", "numpy.random"))):
+            return True
     return False

@@ -21,6 +21,14 @@ from app.bank.unrepeatable import unrepeatable
     ("import random\nprint(random.randint(0, 1))", "Python's random module without random.seed()"),
     ("import numpy as np\nprint(np.random.rand() > 0.5)", "NumPy's global generator"),
     ("import numpy as np\nprint(np.random.default_rng().random())", "NumPy generator with no seed"),
+    # Hidden from lint before (an AMP expert's plants): an alias, a name imported alone, a seed
+    # taken from the OS, a set spread into print's arguments.
+    ("import random as rnd\nprint(rnd.random() < 0.99)", "Python's random module without random.seed()"),
+    ("from random import random\nprint(random() < 0.99)", "Python's random module without random.seed()"),
+    ("import random\nrandom.seed()\nprint(random.random() < 0.99)", "Python's random module without random.seed()"),
+    ("from numpy import random as npr\nprint(npr.rand() > 0.5)", "NumPy's global generator"),
+    ('print(*{"bfloat16", "float16"})', "prints or walks a set"),
+    ("from time import time\nprint(int(time()) % 2)", "reads the clock"),
 ])  # fmt: skip
 def test_what_differs_between_python_processes_is_named(code: str, why: str) -> None:
     said = unrepeatable(code)
@@ -33,6 +41,8 @@ def test_what_differs_between_python_processes_is_named(code: str, why: str) -> 
     "import random\nrandom.seed(0)\nprint(random.randint(0, 9))",
     "import numpy as np\nnp.random.seed(0)\nprint(np.random.rand())",
     "import numpy as np\nprint(np.random.default_rng(0).random())",
+    "import random as rnd\nrnd.seed(3)\nprint(rnd.random())",
+    "from torch import random\nprint(random.initial_seed() > 0)",  # torch's own: left to the two runs
     "import torch\nx = torch.rand(4, 4, dtype=torch.float64)\nprint((x @ x).dtype)",  # torch's draws: left to the two runs
     "print(",  # a syntax error is the run's to report
 ])  # fmt: skip
