@@ -28,6 +28,10 @@ from app.bank.schema import (
 if TYPE_CHECKING:
     from app.store import Attempt
 
+LONGEST_PREDICTION = 2_000
+"""The most characters a predicted output may have (the bank's longest answer has 117): every
+attempt is stored, and 10,000 let one client grow the database by 4 MB a second."""
+
 
 def normalise_output(text: str) -> str:
     """The documented comparison: line endings unified, trailing whitespace and blank lines dropped."""

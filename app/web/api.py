@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.grading import AnswerError, regrade
+from app.grading import LONGEST_PREDICTION, AnswerError, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
@@ -101,7 +101,7 @@ class AnswerIn(BaseModel):
         "your own order, as the question lists them (0 is the first)."
     )
     output: str | None = Field(
-        None, max_length=10_000, description="Predict output: what you think it prints."
+        None, max_length=LONGEST_PREDICTION, description="Predict output: what you think it prints."
     )
     submit_id: str | None = Field(
         None, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$", description="Optional: an id of your own for this submit; sending "

@@ -18,7 +18,13 @@ from fastapi.responses import RedirectResponse, Response
 from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.schema import MultipleChoiceQuestion
 from app.bank_index import BankIndex, index_of
-from app.grading import AnswerError, describe_tolerance, multiple_answers, regrade
+from app.grading import (
+    LONGEST_PREDICTION,
+    AnswerError,
+    describe_tolerance,
+    multiple_answers,
+    regrade,
+)
 from app.progress import Standing
 from app.public_question import excerpt, title_of
 from app.web.errors import NotFound
@@ -186,7 +192,7 @@ async def answer_form(request: Request) -> Response:
         return values[-1] if values and values[-1] != "" else None  # as FastAPI: empty is absent
 
     choice = [int(as_int("form", "choice", v) or 0) for v in fields.get("choice", []) if v != ""]
-    output = at_most("form", "output", one("output"), 10_000)
+    output = at_most("form", "output", one("output"), LONGEST_PREDICTION)
     submit_id = printable("form", "submit_id", at_most("form", "submit_id", one("submit_id"), 64))
     shown_at = as_float("form", "shown_at", one("shown_at"))
     review = digits("form", "review", one("review"))

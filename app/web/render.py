@@ -27,6 +27,7 @@ from pygments.lexers import PythonLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from app.explain_text import what_happened
+from app.grading import LONGEST_PREDICTION
 from app.review import STATUS_LABELS
 from app.web.static_files import STATIC_VERSION
 
@@ -366,7 +367,8 @@ def make_templates() -> Jinja2Templates:
         utc_minute=utc_minute,
     )
     env.globals.update(
-        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent
+        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent,
+        longest_prediction=LONGEST_PREDICTION,
     )
     env.trim_blocks = True
     env.lstrip_blocks = True

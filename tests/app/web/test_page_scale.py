@@ -82,8 +82,12 @@ async def test_the_busiest_pages_refuse_bad_parameters_with_422(web: Web) -> Non
         assert (await c.get("/questions/mc-half-dtype?review=12a")).status_code == 422
         bad_time = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "soon"})
         assert bad_time.status_code == 422 and "shown_at" in bad_time.text
-        too_long = await c.post("/questions/po-linear-dtype", data={"output": "x" * 10_001})
-        assert too_long.status_code == 422
+        # Every attempt is stored: 10,000 characters each let one client grow the database 4 MB/s.
+        too_long = await c.post("/questions/po-linear-dtype", data={"output": "x" * 2_001})
+        assert too_long.status_code == 422 and "at most 2000 characters" in too_long.text
+        api_too_long = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x" * 2_001})
+        assert api_too_long.status_code == 422
+        assert 'maxlength="2000"' in (await c.get("/questions/po-linear-dtype")).text
         assert (await c.post("/questions/mc-half-dtype", data={"choice": "A"})).status_code == 422
         # Empty fields count as absent, as they did: an answer still goes through.
         ok = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "", "review": ""})
