@@ -360,3 +360,30 @@ def test_no_socket_a_run_holds_shows_the_hosts_network_interfaces(sb: Sandbox) -
 def test_the_zygote_makes_the_runs_sockets_outside_the_hosts_network_namespace(sb: Sandbox) -> None:
     assert sb.zygote is not None
     assert os.readlink(f"/proc/{sb.zygote.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+
+
+def test_cant_read_past_the_page_cache_or_drop_it_for_everyone(sb: Sandbox) -> None:
+    """O_DIRECT reads of the read-only mounts went to the host's disk at 1 GB/s (an attacker's
+    review), and POSIX_FADV_DONTNEED drops shared files from the cache. Both refused; a plain
+    open and read, and other advice, still work."""
+    out = run(sb, """
+        import os
+        path = os.__file__
+        try:
+            os.open(path, os.O_RDONLY | os.O_DIRECT)
+            print("direct: ok")
+        except OSError as e:
+            print("direct:", errno.errorcode[e.errno])
+        fd = os.open(path, os.O_RDONLY)
+        print("plain:", len(os.read(fd, 10)))
+        for advice in ("POSIX_FADV_DONTNEED", "POSIX_FADV_SEQUENTIAL"):
+            try:
+                os.posix_fadvise(fd, 0, 0, getattr(os, advice))
+                print(advice, "ok")
+            except OSError as e:
+                print(advice, errno.errorcode[e.errno])
+        print("openat2:", call(437, -100, text(path.encode()), 0, 0))
+    """)
+    assert out == ("direct: EPERM\nplain: 10\nPOSIX_FADV_DONTNEED EPERM\nPOSIX_FADV_SEQUENTIAL ok\n"
+                   "openat2: ENOSYS\n"), out  # fmt: skip
+    assert_still_works(sb)
