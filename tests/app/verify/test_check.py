@@ -1,0 +1,27 @@
+"""`app.verify.check`: what a run must show for a key to be proved."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.bank.schema import Expect
+from app.verify.check import check_expect, printed_contains
+from sandbox import RunResult
+
+
+@pytest.mark.parametrize(("printed", "fragment", "found"), [
+    ("torch.float16", "float16", True), ("torch.bfloat16", "float16", False), ("torch.bfloat16", "float", False),
+    ("x 1.0 y", "1.0", True), ("1.05", "1.0", False), ("1.5", "1", False), ("21.0", "1.0", False),
+    ("dtype=torch.float16)", "torch.float16)", True), ("mat1 and mat2 must have the same dtype", "same dtype", True),
+])  # fmt: skip
+def test_a_fragment_is_found_whole_not_inside_a_longer_name_or_number(printed: str, fragment: str, found: bool) -> None:
+    """`stdout_contains: [float]` proved a right choice saying float32 over a run that printed
+    bfloat16 (an AMP expert's planted key), and `float16` is inside `bfloat16`."""
+    assert printed_contains(printed, fragment) is found
+
+
+def test_a_key_that_only_a_longer_word_matches_fails() -> None:
+    run = RunResult(status="ok", stdout="torch.bfloat16\n")
+    problems, _ = check_expect(Expect(stdout_contains=["float16"]), run)
+    assert problems == ["printed text does not contain 'float16'"]
+    assert check_expect(Expect(stdout_contains=["bfloat16"]), run)[0] == []
