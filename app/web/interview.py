@@ -311,7 +311,7 @@ async def host_page(token: str, request: Request, state: State) -> Response:
     base = str(request.base_url).rstrip("/")
     return await page(
         state, request, "interview/host.html", interview=interview, token=token, questions=questions,
-        candidate_url=f"{base}/interview/{interview.candidate_token}",
+        candidate_url=f"{base}/interview/{interview.candidate_token}", host_url=f"{base}/interviewer/{token}",
     )  # fmt: skip
 
 

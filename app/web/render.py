@@ -95,6 +95,17 @@ def markdown_inline(text: str | None) -> Markup:
     return Markup(html)
 
 
+DEEPEST_INDENT = 24
+"""The deepest indentation (in spaces) a line's continuation hangs under (app.css `.i1`…`.i24`)."""
+
+
+def indent_class(line: str, prefix: int = 0) -> str:
+    """`i8` for a line indented by 8 spaces after its first `prefix` characters (a diff's `+`),
+    or "" for one that is not: see `highlight`."""
+    text = line[prefix:]
+    return f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
+
+
 @lru_cache(maxsize=1024)
 def highlight(code: str | None) -> Markup:
     """Python code as HTML, each line in `<span id="L-n">` so the op trace can point at it."""
@@ -102,6 +113,12 @@ def highlight(code: str | None) -> Markup:
         return Markup("")
     formatter = HtmlFormatter(cssclass="hl code", linespans="L", wrapcode=True)
     html = _pyg_highlight(code, PythonLexer(), formatter)
+    # Each indented line says how deep it is, so that on a phone its wrapped continuation hangs
+    # under its own text (app.css): at column 0, `opt = torch.optim.AdamW(` inside an `if` read
+    # as two statements at the outer level.
+    for number, line in enumerate(code.splitlines(), 1):
+        if depth := indent_class(line):
+            html = html.replace(f'<span id="L-{number}">', f'<span id="L-{number}" class="{depth}">', 1)
     # A long line scrolls sideways inside the block: keyboard users must be able to reach it.
     return Markup(html.replace("<pre>", '<pre tabindex="0" aria-label="Code">', 1))
 
@@ -368,7 +385,7 @@ def make_templates() -> Jinja2Templates:
     )
     env.globals.update(
         static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent,
-        longest_prediction=LONGEST_PREDICTION,
+        longest_prediction=LONGEST_PREDICTION, indent_class=indent_class,
     )
     env.trim_blocks = True
     env.lstrip_blocks = True

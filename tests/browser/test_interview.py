@@ -40,6 +40,8 @@ def test_an_interviewer_watches_a_candidate_live(
     host.get_by_role("button", name="Create the interview").click()
     expect(host.get_by_role("heading", name="Interviewer")).to_be_visible()
     host_url = host.url
+    # the page's own address is the only way back to it: shown, to bookmark
+    expect(host.locator("[data-host-link]")).to_have_text(host_url)
     candidate_url = host.locator("[data-candidate-link]").inner_text().strip()
     expect(host.locator("[data-live-status]")).to_have_text("Live: updates appear as they happen.")
     po = host.locator(f'[data-question="{PO}"]')
@@ -65,6 +67,11 @@ def test_an_interviewer_watches_a_candidate_live(
     expect(cand.locator("[data-verdict]")).to_contain_text("Right")
     expect(po.locator("[data-prediction]")).to_contain_text("75 % confidence", timeout=LIVE_MS)
     expect(po.locator("[data-prediction]")).to_contain_text("right", timeout=LIVE_MS)
+    # A prediction's line breaks are shown (collapsed, a wrong three-line one read exactly as the
+    # two-line truth): on the candidate's page and, live, on the interviewer's.
+    said = "torch.bfloat16\ntorch.float32"  # (the form sends the textarea's line breaks as CRLF)
+    assert cand.locator("code.printed").first.inner_text().replace("\r", "") == said
+    assert po.locator("[data-prediction] code.printed").first.inner_text().replace("\r", "") == said
 
     # edit and run
     code = cand.locator("#code")
@@ -81,7 +88,15 @@ def test_an_interviewer_watches_a_candidate_live(
     )
 
     # the interviewer's notes, saved without leaving the page
-    po.get_by_label("Notes (the candidate never sees them)").fill("knows autocast's lists")
+    notes = po.get_by_label("Notes (the candidate never sees them)")
+    notes.fill("knows autocast's lists")
+    # Leaving with notes not saved asks first (a reload lost them without a word): declined, the
+    # page and the notes stay.
+    asked: list[str] = []
+    host.once("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
+    host.get_by_role("link", name="Report").click()
+    expect(notes).to_have_value("knows autocast's lists")
+    assert asked == ["beforeunload"] and host.url == host_url
     po.get_by_role("button", name="Save notes").click()
     expect(po.locator("[data-saved]")).to_contain_text("saved", timeout=LIVE_MS)
     host.screenshot(path=str(shots / "interview-host.png"), full_page=True)
@@ -133,8 +148,10 @@ def test_an_interviewer_watches_a_candidate_live(
     cand.goto(candidate_url)
     expect(cand.get_by_text("knows autocast's lists")).to_have_count(0)
 
-    # a revoked link stops working
+    # a revoked link stops working; it asks first (one stray tap ended a live interview)
+    host.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     host.get_by_role("button", name="Revoke the candidate's link").click()
+    assert asked[-1].startswith("Revoke the candidate's link?")
     expect(host.locator("[data-revoked]")).to_be_visible()
     response = cand.goto(candidate_url)
     assert response is not None and response.status == 404
@@ -168,6 +185,10 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Serv
             page.get_by_label("What will it print?").fill("torch.float32")
             page.get_by_label("50 %").check()
             page.get_by_role("button", name="Lock in my prediction").click()
+            # A run of edited code: the interviewer's page shows its diff, whose long line
+            # pushed that page 85 px wider than a phone.
+            code = page.locator("#code")
+            code.fill(code.input_value() + "\nprint('a long line that a phone cannot show whole', torch.float32, torch.bfloat16)\n")
             page.get_by_role("button", name="Run").click()
             expect(page.locator("#run-panel")).to_contain_text("torch.bfloat16")
         checked.update(

@@ -39,6 +39,12 @@
       return root.querySelector('[data-question="' + CSS.escape(String(id)) + '"]');
     }
 
+    function scrolling(pre, label) {
+      pre.tabIndex = 0;
+      pre.setAttribute("aria-label", label);
+      return pre;
+    }
+
     function show(event) {
       if (seen.has(event.id)) return;
       seen.add(event.id);
@@ -52,17 +58,18 @@
         const p = box.querySelector("[data-prediction]");
         p.replaceChildren();
         const line = el("p", "interview-prediction " + (data.correct ? "right" : "wrong"));
-        line.append("Predicted ", el("code", "", String(data.answer)), " with " + data.confidence + " % confidence: ",
-          el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "", String(data.truth)), ")");
+        line.append("Predicted ", el("code", "printed", String(data.answer)), " with " + data.confidence + " % confidence: ",
+          el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "printed", String(data.truth)), ")");
         p.append(line);
       } else if (event.kind === "run" && box) {
         const item = el("li", "interview-run");
         item.dataset.run = String(event.id);
         item.append(el("p", "small", "Run at " + time(event.at) + " · " + data.status +
           (data.duration_ms ? " · " + Math.round(data.duration_ms) + " ms" : "")));
-        if (data.diff) item.append(el("pre", "mono interview-diff", data.diff));
+        // Each scrolls sideways where a line is long: reachable from the keyboard, and named.
+        if (data.diff) item.append(scrolling(el("pre", "mono interview-diff", data.diff), "The change to the code"));
         else item.append(el("p", "muted small", "The question's code, unchanged."));
-        item.append(el("pre", "mono interview-output", data.stdout || data.error || "(no output)"));
+        item.append(scrolling(el("pre", "mono interview-output", data.stdout || data.error || "(no output)"), "What it printed"));
         if (data.summary && data.summary.length) {
           const list = el("ul", "small");
           data.summary.forEach(function (s) { list.append(el("li", "", s)); });
@@ -72,12 +79,15 @@
       } else if (event.kind === "note" && box) {
         const area = box.querySelector("textarea[name=text]");
         if (document.activeElement !== area) area.value = data.text;
+        area.closest("form").dataset.savedText = data.text;
         box.querySelector("[data-saved]").textContent = "saved " + time(event.at);
       } else if ((event.kind === "next" || event.kind === "finished") && box) {
         const spent = opened[data.question] ? Math.round((Date.parse(event.at) - opened[data.question]) / 1000) : null;
         box.querySelector("[data-state]").textContent = "done" + (spent !== null ? " in " + spent + " s" : "");
       } else if (event.kind === "extended") {
-        status.textContent = "The candidate asked for more time (+" + Math.round(data.seconds / 60) + " min).";
+        const more = data.seconds % 60 ? (data.seconds >= 60 ? Math.floor(data.seconds / 60) + " min " : "") + (data.seconds % 60) + " s"
+          : data.seconds / 60 + " min";
+        status.textContent = "The candidate asked for more time (+" + more + ").";
       } else if (event.kind === "revoked") {
         status.textContent = "The candidate's link was revoked.";
       }
@@ -89,16 +99,34 @@
     source.onerror = function () { status.textContent = "Reconnecting…"; };
     source.onmessage = function (message) { show(JSON.parse(message.data)); };
 
-    root.querySelectorAll("[data-notes-form]").forEach(function (form) {
+    // Notes typed while watching someone live were lost on a reload or a closed tab without a
+    // word: leaving with notes not saved asks first, and a save says so when the server has them.
+    const notes = root.querySelectorAll("[data-notes-form]");
+    window.addEventListener("beforeunload", function (event) {
+      const unsaved = Array.from(notes).some(function (form) {
+        return form.querySelector("textarea[name=text]").value !== (form.dataset.savedText || "");
+      });
+      if (unsaved) {
+        event.preventDefault();
+        event.returnValue = "";
+      }
+    });
+    notes.forEach(function (form) {
       form.addEventListener("submit", async function (event) {
         event.preventDefault();
         const saved = form.querySelector("[data-saved]");
+        const text = form.querySelector("textarea[name=text]").value;
         saved.textContent = "saving…";
         try {
           const response = await fetch(root.dataset.notes, {
             method: "POST", body: new URLSearchParams(new FormData(form)), headers: { "Accept": "application/json" },
           });
-          if (!response.ok) saved.textContent = "not saved (" + response.status + ")";
+          if (response.ok) {
+            form.dataset.savedText = text;
+            saved.textContent = "saved " + time(new Date().toISOString());
+          } else {
+            saved.textContent = "not saved (" + response.status + ")";
+          }
         } catch (err) {
           saved.textContent = "not saved: " + err.message;
         }
@@ -108,6 +136,13 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-deadline]").forEach(setUpTimer);
+    // A form that cannot be undone (revoking the candidate's link) asks first: one stray tap, next
+    // to the link being copied, ended a live interview for good.
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      });
+    });
     const live = document.getElementById("live");
     if (live && live.dataset.events) setUpLive(live);
   });
