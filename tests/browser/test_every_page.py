@@ -203,3 +203,35 @@ def test_the_op_trace_shows_each_ops_dtype_on_a_phone(browser: Browser, live: Se
         page.screenshot(path=str(shots / "phone-op-trace.png"))
     finally:
         context.close()
+
+
+def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browser, live: Server) -> None:
+    """On a phone a long code line wraps; its continuation started at column 0, so inside an `if`
+    it read as a statement outside it (a newcomer's walk). It now starts deeper than the line's own
+    indentation (the class `i8`: indented by 8 spaces, set by the server's highlighting)."""
+    from app.web.render import highlight
+
+    line = "        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)"
+    assert '<span id="L-2" class="i8">' in highlight("if True:\n" + line + "\n")
+    context = browser.new_context(viewport={"width": 320, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{PO}")
+        first, last = page.evaluate(
+            """line => {
+                const span = document.getElementById("L-1");
+                span.className = "i8";
+                span.textContent = line;
+                const range = document.createRange();
+                range.selectNodeContents(span);
+                const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+                const code = document.createRange();
+                code.setStart(span.firstChild, 8);  // where the line's own text starts
+                code.setEnd(span.firstChild, 9);
+                return [code.getBoundingClientRect().left, rects[rects.length - 1].left];
+            }""",
+            line,
+        )
+        assert last > first, (first, last)  # the continuation hangs deeper than `opt`
+    finally:
+        context.close()
