@@ -85,6 +85,12 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     yaml = page.locator("#yaml")
     assert yaml.evaluate("a => a.value.slice(0, a.selectionStart).split('\\n').length") == line
     assert yaml.evaluate("a => document.activeElement === a")
+    # A file that does not load has nothing to preview: said here (it opened a learner's 422 page
+    # in a new tab, "question_id: Field required").
+    pages_before = len(context.pages)
+    page.get_by_role("button", name="Preview", exact=True).click()
+    expect(page.locator("#studio-run")).to_contain_text(f"Fix the file's problems first ({line}:{col}:")
+    assert len(context.pages) == pages_before
     yaml.fill(yaml.input_value().replace("source: ''", "source: docs for autocast"))
     expect(page.locator("#problems")).to_contain_text("No problems.")
     # Leaving with an unsaved edit asks first (a reload or a tapped link lost it without a word):

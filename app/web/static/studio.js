@@ -17,6 +17,7 @@
   const saved = document.getElementById("save-result");
   let lastOutput = null;
   let lastOutputOf = null;
+  let lastProblems = [];
   let timer = null;
   let wanted = box.dataset.focus || "";
   // The text as last saved (or opened): leaving the page with other text asks first. A reload or
@@ -103,6 +104,7 @@
   async function check() {
     try {
       const data = await api("/studio/api/check", { name: name, text: area.value });
+      lastProblems = data.problems;
       showProblems(data.problems);
       const current = select.value || wanted;
       select.replaceChildren();
@@ -213,6 +215,14 @@
   });
 
   function preview(answered) {
+    // A file that does not load has no question to show: the preview opened a learner's 422 page
+    // ("question_id: Field required") in a new tab. Said here instead, as Run it says it.
+    const errors = lastProblems.filter(function (p) { return !p.message.startsWith("warning:"); });
+    if (!select.value || errors.length) {
+      const first = errors[0];
+      runBox.textContent = "Fix the file's problems first" + (first ? " (" + first.line + ":" + first.col + ": " + first.message + ")" : "") + ".";
+      return;
+    }
     const form = document.getElementById("preview-form");
     form.elements.text.value = area.value;
     form.elements.question_id.value = select.value;
