@@ -219,6 +219,19 @@ class GradedAnswer:
     def answer(self) -> Any:
         return self.picked if self.kind == "multiple_choice" else self.output
 
+    @property
+    def near_miss(self) -> str:
+        """What a wrong prediction got wrong when it is only spacing or capitals, or "": the two
+        texts side by side looked the same, and the learner hunted for the difference."""
+        if self.correct or self.kind != "predict_output" or not self.output or self.expected_output is None:
+            return ""
+        said, printed = normalise_output(self.output), normalise_output(self.expected_output)
+        if said.split() == printed.split():
+            return "It differs from what the code prints only in spacing or line breaks: the output has them exactly as shown."
+        if said.lower() == printed.lower():
+            return "It differs from what the code prints only in capitals: Python prints them exactly as shown (True, not true)."
+        return ""
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "correct": self.correct,
@@ -234,6 +247,7 @@ class GradedAnswer:
         else:
             data["output"] = self.output
             data["expected_output"] = self.expected_output
+            data["near_miss"] = self.near_miss
             data["accepted"] = self.accepted
             data["tolerance"] = self.tolerance
             data["asks_about"] = self.asks_about

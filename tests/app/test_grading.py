@@ -38,6 +38,20 @@ def choice(*correct: bool) -> LoadedQuestion:
     return LoadedQuestion("set", q, "set.yaml", 1)
 
 
+def test_a_prediction_wrong_only_in_spacing_or_capitals_is_told_so() -> None:
+    """Side by side, `torch.float32  torch.float16` (two spaces) and what the code prints looked
+    the same, and "Not quite" said nothing more (a newcomer's walk). Still wrong (the output is
+    exact), but the result says where."""
+    loaded = predict(answer="torch.float32 torch.float16\nTrue")
+    spaced = grade(loaded, output="torch.float32  torch.float16\nTrue")
+    assert not spaced.correct and "only in spacing" in spaced.near_miss
+    assert "only in spacing" in grade(loaded, output="torch.float32\ntorch.float16 True").near_miss
+    capitals = grade(loaded, output="torch.float32 torch.float16\ntrue")
+    assert not capitals.correct and "only in capitals" in capitals.near_miss
+    assert grade(loaded, output="torch.float16 torch.float16\nTrue").near_miss == ""
+    assert grade(loaded, output="torch.float32 torch.float16\nTrue").near_miss == ""  # right
+
+
 def test_printed_output_is_compared_after_normalising_line_ends_and_trailing_space() -> None:
     assert normalise_output("a  \r\nb\t\n\n\n") == "a\nb"
     assert grade(predict(), output="torch.float16  \n\n").correct
