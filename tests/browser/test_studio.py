@@ -72,6 +72,11 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     expect(page.locator("li.problem").first).to_contain_text("half-written")
     expect(page.get_by_role("alert")).to_contain_text("broken.yaml")  # the banner
     page.screenshot(path=str(shots / "studio-status.png"), full_page=True)
+    # a question's file:line opens the editor there (it opened at line 1)
+    at = planted.get_by_role("link", name=re.compile(r"planted\.yaml:\d+"))
+    line_number = int(at.inner_text().rsplit(":", 1)[1])
+    at.click()
+    expect(page.locator("#cursor-at")).to_have_text(f"Line {line_number}, column 1")
 
     # a new question in the demo set: run it, take its output as the answer, preview, save
     page.goto("/studio/edit/amp-demo.yaml?new=studio-made")

@@ -233,18 +233,25 @@
   document.getElementById("preview-after").addEventListener("click", function () { preview(true); });
 
   document.getElementById("save").addEventListener("click", async function () {
+    saved.className = "small";
     saved.textContent = "Saving…";
     try {
       const text = area.value;
       const data = await api("/studio/api/save", { name: name, text: text });
       savedText = text;
       const warns = data.warnings.map(function (w) { return " Warning: " + w.question_id + ": " + w.reason + "."; });
-      saved.textContent = "Saved " + data.saved + "." + warns.join("");
+      // Saved with a key its run contradicts: the question is held back from learners and
+      // interviews until fixed, which a plain line under the buttons did not make plain.
+      saved.className = warns.length ? "notice error" : "notice";
+      saved.textContent = "Saved " + data.saved + "." + warns.join("") +
+        (warns.length ? " Held back from learners until its key agrees with its run." : "");
     } catch (err) {
       const found = (err.data && err.data.problems) || [];
+      saved.className = "notice error";
       saved.textContent = err.message + found.map(function (p) { return " " + p.line + ":" + p.col + ": " + p.message; }).join("");
     }
   });
 
   check();
+  if (box.dataset.line) goTo(parseInt(box.dataset.line, 10), 1);  // a bank status `file:line` link
 })();

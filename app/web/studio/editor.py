@@ -87,7 +87,11 @@ def question_from_text(name: str, text: str, question_id: str) -> LoadedQuestion
 
 
 @router.get("/edit/{name}")
-async def editor_page(name: str, request: Request, state: State, who: Instructor, new: str | None = None) -> Response:
+async def editor_page(
+    name: str, request: Request, state: State, who: Instructor, new: str | None = None, line: int | None = None
+) -> Response:
+    """The set's YAML in the editor; with `new`, a question of that id added at its end (and picked);
+    with `line`, the cursor on that line (the bank status's `file:line` links)."""
     path = bank_file(state, name)
     text = path.read_text(encoding="utf-8")
     if new:
@@ -95,7 +99,7 @@ async def editor_page(name: str, request: Request, state: State, who: Instructor
             text = edit.add_question(text, new)
         except edit.NotASet:
             new = None  # the file as it is: the check under the editor says what to fix
-    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new)
+    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line)
 
 
 @router.post("/new-set")
