@@ -161,6 +161,11 @@
         button.removeAttribute("aria-disabled");
         button.textContent = "Run";
         linkTraceToCode(panel);
+        // Its heading alone peeked at the bottom of a phone's screen: with the result in, it
+        // comes up to the top when it starts low on the screen (where it fits, nothing moves).
+        if (section.getBoundingClientRect().top > window.innerHeight * 0.6) {
+          section.scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+        }
       }
     });
   }

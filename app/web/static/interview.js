@@ -18,7 +18,7 @@
     const out = box.querySelector("[data-time-left]");
     function tick() {
       const left = Math.round((deadline - Date.now()) / 1000);
-      if (left <= 0) { out.textContent = "time is up"; return; }
+      if (left <= 0) { out.textContent = "none: time is up"; return; }
       const m = Math.floor(left / 60), s = left % 60;
       out.textContent = m + ":" + String(s).padStart(2, "0");
       setTimeout(tick, 1000);

@@ -36,6 +36,7 @@ async def stats_page(request: Request, state: State, who: Instructor) -> Respons
     found = await run_in_threadpool(work)
     return await studio_page(
         state, request, "studio/stats.html", who, **found, titles={q.id: title_of(q) for q in bank.questions},
+        missed_from=item_stats.MOST_MISSED_MIN_LEARNERS,
     )  # fmt: skip
 
 
