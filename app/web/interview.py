@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import AnswerError, describe_tolerance, multiple_answers
+from app.grading import LONGEST_PREDICTION, AnswerError, describe_tolerance, multiple_answers
 from app.interview import entries, model, snippets
 from app.interview.live import Hub
 from app.interview.report import Progress, progress, report
@@ -186,7 +186,7 @@ async def predict(
     token: str, request: Request, state: State,
     confidence: Annotated[int, Form()],
     choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
-    output: Annotated[str | None, Form(max_length=10_000)] = None,
+    output: Annotated[str | None, Form(max_length=LONGEST_PREDICTION)] = None,
 ) -> Response:  # fmt: skip
     interview = _candidate(state, token)
     done = progress(interview, _events(state, interview))
@@ -200,14 +200,16 @@ async def predict(
         state.ensure_gradeable(loaded)
     if current.opened_at is None:  # answered without the page (a script): the time starts now
         await _record(request, state, interview, "opened", {"question": current.id})
+    # Refused, the form comes back as it was sent (it came back empty, the clock running).
+    said = {"confidence": confidence, "choice": choice, "output": output}
     if confidence not in model.CONFIDENCES:
         return await _candidate_page(
-            request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %."
+            request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %.", said=said
         )
     try:
         graded = state.grade(_candidate_key(token), loaded, choice, output or "")
     except AnswerError as exc:
-        return await _candidate_page(request, state, token, 400, error=str(exc))
+        return await _candidate_page(request, state, token, 400, error=str(exc), said=said)
     await _record(
         request, state, interview, "predicted", entries.predicted(loaded, graded, confidence)
     )

@@ -49,6 +49,10 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
             cand + "/predict", data={"output": "torch.float32", "confidence": "60"}
         )
         assert refused.status_code == 400  # only 50, 75 or 95
+        # Refused, the form comes back as sent (it came back empty, the clock running).
+        assert ">torch.float32</textarea>" in refused.text
+        empty = await client.post(cand + "/predict", data={"output": "", "confidence": "75"})
+        assert empty.status_code == 400 and re.search(r'value="75" required\s+checked', empty.text), empty.text[-3000:]
         said = await client.post(
             cand + "/predict",
             data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"},

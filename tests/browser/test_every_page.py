@@ -235,3 +235,19 @@ def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browse
         assert last > first, (first, last)  # the continuation hangs deeper than `opt`
     finally:
         context.close()
+
+
+def test_progress_shows_every_column_and_each_result_on_a_phone(browser: Browser, live: Server) -> None:
+    """As tables, "By topic" showed a phone only the topic and its count of questions, and
+    "History" left whether each attempt was right a swipe away (a newcomer's walk): a card each now."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        answered(page, PO, lambda p: p.get_by_label("What does it print?").fill("torch.float32"))
+        page.goto("/progress")
+        for cell in ("table.topics-table td[data-label=Accuracy]", "table.history td.result"):
+            box = page.locator(cell).first.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, (cell, box)
+        expect(page.locator("table.history td.result").first).to_contain_text("wrong")
+    finally:
+        context.close()
