@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 
 from app.public_question import title_of
 from app.web.deps import Learner, State
@@ -29,6 +29,12 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
     loss = y.float().pow(2).mean()
 print(y.dtype, loss.dtype)
 """
+
+
+@router.get("/playground")
+async def playground_by_its_name() -> Response:
+    """The header calls the page "Playground": its name typed as an address finds it too."""
+    return RedirectResponse("/run", status_code=301)
 
 
 @router.get("/run")

@@ -28,8 +28,8 @@ SESSION_S = 12 * 3600
 class InstructorsOnly(AppError):
     status = 403
     message = (
-        "This is the instructors' studio. Sign in with the link that `ampquiz instructor link NAME` "
-        "prints on the server."
+        "This is the instructors' studio. Sign in with the link that the command "
+        "\u201campquiz instructor link NAME\u201d prints on the server."  # the page shows no Markdown
     )
 
 

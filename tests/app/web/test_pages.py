@@ -362,3 +362,14 @@ def test_history_times_are_written_in_utc_whatever_zone_they_come_in() -> None:
     new_york = datetime(2026, 11, 26, 6, 45, tzinfo=timezone(timedelta(hours=-5)))
     for at in (new_york, new_york.astimezone(UTC)):
         assert (iso(at), utc_minute(at)) == ("2026-11-26T11:45:00+00:00", "2026-11-26 11:45")
+
+
+async def test_the_playground_by_its_name_and_the_studio_told_in_plain_words(web: Web) -> None:
+    """The header says "Playground" and /playground was a 404; the studio's refusal showed a
+    Markdown command with its backticks on a page that renders none (a newcomer's walk)."""
+    async with web.client() as c:
+        moved = await c.get("/playground")
+        assert moved.status_code == 301 and moved.headers["location"] == "/run"
+        refused = await c.get("/studio", headers={"Accept": "text/html"})
+        assert refused.status_code == 403 and "\u201campquiz instructor link NAME\u201d" in refused.text
+        assert "`ampquiz" not in refused.text
