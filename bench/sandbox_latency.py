@@ -13,7 +13,13 @@ Per run it also prints the CPU the sandbox spent (the zygote and its runners, re
 the pool's own (the serving process's threads) and the page faults of the zygote and its runners:
 where a throughput change comes from, and steadier than runs/s on a machine shared with others.
 
-Usage: `python bench/sandbox_latency.py [--base REV|none] [--rounds N] [--seconds S] [--warm N] [--cold N]`.
+On a CUDA host, `--device cuda` times the same snippet on the GPU (issue 19): warm runs against a
+cold `python -c` that imports torch and starts CUDA, and runs/s with `--workers` busy. Targets:
+warm p50 <= 25 ms and >= 100x faster than cold. There is no base to compare with: the pool
+prepares each runner's CUDA context before code arrives, so a warm run pays none of it.
+
+Usage: `python bench/sandbox_latency.py [--device cpu|cuda] [--workers N] [--base REV|none]
+[--rounds N] [--seconds S] [--warm N] [--cold N]`.
 """
 
 from __future__ import annotations
@@ -42,13 +48,17 @@ with torch.autocast("cpu", dtype=torch.float16):
 print(y.dtype)
 """
 
+SNIPPETS = {"cpu": SNIPPET, "cuda": SNIPPET.replace("torch.nn.Linear(8, 4)", "torch.nn.Linear(8, 4).cuda()")
+            .replace("torch.ones(2, 8)", "torch.ones(2, 8, device='cuda')").replace('autocast("cpu"', 'autocast("cuda"')}
+"""The same snippet per device: on CUDA it also starts CUDA, which is what a cold run pays for."""
 
-def cold_runs(n: int) -> list[float]:
+
+def cold_runs(n: int, device: str) -> list[float]:
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(n):
             t = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, cwd=tmp, check=False)
+            out = subprocess.run([sys.executable, "-c", SNIPPETS[device]], capture_output=True, text=True, cwd=tmp, check=False)
             times.append((time.perf_counter() - t) * 1000)
             assert out.stdout == "torch.float16\n", out
     return times
@@ -57,13 +67,13 @@ def cold_runs(n: int) -> list[float]:
 # ---- child mode: one pool, answering one command per line ------------------------------------
 
 
-def warm_runs(sb, n: int, pause_s: float) -> list[float]:
+def warm_runs(sb, n: int, pause_s: float, device: str = "cpu") -> list[float]:
     """`pause_s` between runs lets the pool prepare the next process, as it does between a
     learner's clicks; with no pause each run also competes with that preparation for the CPU."""
     times = []
     for _ in range(n):
         t = time.perf_counter()
-        r = sb.run(SNIPPET)
+        r = sb.run(SNIPPETS[device], device=device if device == "cuda" else None)
         times.append((time.perf_counter() - t) * 1000)
         assert r.status == "ok" and r.stdout == "torch.float16\n", r
         time.sleep(pause_s)
@@ -86,8 +96,8 @@ def _faults(pid: int) -> int:
     return int(fields[7]) + int(fields[8])
 
 
-def throughput(sb, seconds: float) -> dict[str, float]:
-    """Two clients back to back for `seconds`: runs, elapsed time and the CPU spent on them."""
+def throughput(sb, seconds: float, device: str = "cpu", clients: int = 2) -> dict[str, float]:
+    """`clients` back to back for `seconds`: runs, elapsed time and the CPU spent on them."""
     done = 0
     lock = threading.Lock()
     stop = time.perf_counter() + seconds
@@ -95,7 +105,7 @@ def throughput(sb, seconds: float) -> dict[str, float]:
     def client() -> None:
         nonlocal done
         while time.perf_counter() < stop:
-            r = sb.run(SNIPPET)
+            r = sb.run(SNIPPETS[device], device=device if device == "cuda" else None)
             assert r.status == "ok", r
             with lock:
                 done += 1
@@ -103,7 +113,7 @@ def throughput(sb, seconds: float) -> dict[str, float]:
     # `Sandbox.zygote` is this tree's; an earlier commit's pool (the base) kept it as `_zygote`.
     zygote = (sb.zygote if hasattr(sb, "zygote") else sb._zygote).pid
     cpu0, pool0, faults0 = _cpu_s(zygote), _cpu_s(), _faults(zygote)
-    threads = [threading.Thread(target=client) for _ in range(2)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     t = time.perf_counter()
     for th in threads:
         th.start()
@@ -118,19 +128,22 @@ def throughput(sb, seconds: float) -> dict[str, float]:
     }  # fmt: skip
 
 
-def serve(root: str) -> None:
+def serve(root: str, device: str, workers: int) -> None:
     sys.path.insert(0, root)
     from sandbox import Sandbox
 
-    with Sandbox(workers=2) as sb:
-        warm_runs(sb, 5, 0.2)
-        print(json.dumps({"huge_mib": sb.huge_page_bytes >> 20}), flush=True)
+    with Sandbox(workers=workers) as sb:
+        if device == "cuda" and sb.environment.get("device_kind") != "cuda":
+            raise SystemExit("--device cuda: this host's sandbox found no CUDA GPU")
+        warm_runs(sb, 5, 0.2, device)
+        hello = {"huge_mib": sb.huge_page_bytes >> 20, "device_name": sb.environment.get("device_name")}
+        print(json.dumps(hello), flush=True)
         for line in sys.stdin:
             what, *args = line.split()
             if what == "warm":
-                print(json.dumps(warm_runs(sb, int(args[0]), float(args[1]))), flush=True)
+                print(json.dumps(warm_runs(sb, int(args[0]), float(args[1]), device)), flush=True)
             elif what == "throughput":
-                print(json.dumps(throughput(sb, float(args[0]))), flush=True)
+                print(json.dumps(throughput(sb, float(args[0]), device, workers)), flush=True)
             else:
                 return
 
@@ -141,9 +154,9 @@ def serve(root: str) -> None:
 class Pool:
     """A sandbox pool in a child process, started from the sandbox package under `root`."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, device: str, workers: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", root],
+            [sys.executable, __file__, "--serve", root, "--device", device, "--workers", str(workers)],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         self.hello = self.ask("")
@@ -184,26 +197,32 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0, help="throughput seconds per turn")
     ap.add_argument("--warm", type=int, default=25, help="warm runs per turn, 0.2 s apart, then as many back to back")
     ap.add_argument("--cold", type=int, default=5)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the snippet runs (default cpu)")
+    ap.add_argument("--workers", type=int, default=2, help="the pool's workers, each kept busy by a client (default 2)")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        return serve(args.serve)
+        return serve(args.serve, args.device, args.workers)
+    if args.device == "cuda":
+        args.base = "none"  # the base's targets were set on the CPU
     sys.path.insert(0, str(REPO))
     from bench._stats import line, p50, percentile
 
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "sandbox"],
                            capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    print(f"host: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; snippet: autocast Linear + print(y.dtype)")
+    print(f"host: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; snippet: autocast Linear + print(y.dtype), "
+          f"on {args.device}, {args.workers} workers")
     print(f"this tree: {head}{' + uncommitted sandbox changes' if dirty else ''}")
     names = ["now"]
     with tempfile.TemporaryDirectory(prefix="ampquiz-base-") as tmp:
-        pools = {"now": Pool(str(REPO))}
+        pools = {"now": Pool(str(REPO), args.device, args.workers)}
+        print(f"device: {pools['now'].hello['device_name']}")
         try:
             if args.base != "none":
                 full = checkout(args.base, tmp)
                 print(f"base: {full} (its sandbox/ via git archive, started from {tmp})")
-                pools["base"] = Pool(tmp)
+                pools["base"] = Pool(tmp, args.device, args.workers)
                 names.append("base")
             samples: dict[str, dict[str, list]] = {n: {"warm": [], "back": [], "tp": []} for n in names}
             for r in range(args.rounds):
@@ -219,7 +238,7 @@ def main() -> None:
         finally:
             for pool in pools.values():
                 pool.close()
-    cold = cold_runs(args.cold)
+    cold = cold_runs(args.cold, args.device)
 
     def rate(name: str) -> float:
         tp = samples[name]["tp"]
@@ -239,7 +258,7 @@ def main() -> None:
         print(line(f"  warm p50 ({len(s['warm'])} runs, 0.2 s apart)", f"{p50(s['warm']):8.2f} ms"))
         print(line("  warm p90 / p99", f"{percentile(s['warm'], 90):8.2f} ms / {percentile(s['warm'], 99):.2f} ms"))
         print(line("  warm p50, back to back", f"{p50(s['back']):8.2f} ms"))
-        print(line("  runs/s, 2 workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
+        print(line(f"  runs/s, {args.workers} workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
         print(line("  CPU per run: sandbox / pool", f"{cpu_ms(name, 'sandbox_cpu_s'):8.1f} ms / {cpu_ms(name, 'pool_cpu_s'):.1f} ms"))
         faults = sum(t["faults"] for t in s["tp"]) / sum(t["runs"] for t in s["tp"])
         print(line("  page faults per run (zygote and runners)", f"{faults:8.0f}"))
@@ -247,6 +266,11 @@ def main() -> None:
     now_warm = p50(samples["now"]["warm"])
     if cold:
         print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))
+    if args.device == "cuda":
+        print(line("warm p50 on CUDA (target <= 25 ms)", f"{now_warm:8.2f} ms  {'met' if now_warm <= 25 else 'MISSED'}"))
+        if cold:
+            ok = p50(cold) / now_warm >= 100
+            print(line("cold / warm on CUDA (target >= 100x)", f"{p50(cold) / now_warm:8.1f} x  {'met' if ok else 'MISSED'}"))
     if "base" in samples:
         ratio = rate("now") / rate("base")
         delta = now_warm - p50(samples["base"]["warm"])

@@ -124,6 +124,17 @@ class RunCgroup:
                     pass
         return 0
 
+    def tasks(self) -> int:
+        """The threads in the cgroup (pids.max counts threads); 1 where it cannot tell."""
+        for role in ("unified", "pids"):
+            d = self.dirs.get(role)
+            if d is not None:
+                try:
+                    return max(1, len((d / "cgroup.threads" if role == "unified" else d / "tasks").read_text().split()))
+                except OSError:
+                    pass
+        return 1
+
     def set_limits(
         self, *, memory_bytes: int | None = None, processes: int | None = None, cpu_cores: float | None = None
     ) -> None:
@@ -242,6 +253,40 @@ def _zygote_alive(pid: int) -> bool:
     return True
 
 
+CAPS = ("memory", "pids", "cpu")
+
+
+def _delegate(base: Path) -> set[str]:
+    """Turn on the caps for `base`'s children; returns those that are on."""
+    for controller in CAPS:
+        try:
+            (base / "cgroup.subtree_control").write_text(f"+{controller}")
+        except OSError:
+            pass  # processes in `base` itself (cgroup v2 lets only a leaf hold them), or not ours
+    try:
+        return set((base / "cgroup.subtree_control").read_text().split()) & set(CAPS)
+    except OSError:
+        return set()
+
+
+def _unified_base(own: Path) -> Path | None:
+    """Where run cgroups are made on cgroup v2: this process's own cgroup, where it can turn the
+    caps on for children; else the nearest writable cgroup above it that can. A v2 cgroup that
+    holds processes cannot give its children the memory or pids controller, and a server or a
+    container's init usually sits in its own: on an H200 host it did, and every run went
+    uncapped (a CUDA run has no address-space rlimit, so that left its memory uncapped). The top
+    cgroup is exempt from that rule. Whichever is chosen, each run's cgroup has caps of its own.
+    None where nothing is writable; the first writable one where none has every cap."""
+    writable = None
+    for base in (own, *(p for p in own.parents if p.is_relative_to(ROOT))):
+        if _writable_dir(base) is None:
+            continue
+        writable = writable or base
+        if _delegate(base) == set(CAPS):
+            return base
+    return writable
+
+
 class CgroupFactory:
     """Finds, once, where this host lets us create cgroups, then makes one per run."""
 
@@ -249,14 +294,9 @@ class CgroupFactory:
         self.bases: dict[str, Path] = {}
         unified = _own_path(None)
         if (ROOT / "cgroup.controllers").exists() and unified is not None:
-            base = _writable_dir(ROOT / unified.lstrip("/"))
+            base = _unified_base(ROOT / unified.lstrip("/"))
             if base is not None:
                 self.bases["unified"] = base
-                for controller in ("memory", "pids", "cpu"):  # delegate them to run cgroups
-                    try:
-                        (base / "cgroup.subtree_control").write_text(f"+{controller}")
-                    except OSError:
-                        pass  # e.g. processes in this cgroup: then that cap is not claimed
         if not self.bases:
             for controller in ("memory", "pids", "cpu"):
                 own = _own_path(controller)

@@ -70,6 +70,9 @@ class Slot:
     """A handle on the runner's /proc stat (`sandbox.ending.watch`), opened once it is ready."""
     base_memory: int = 0
     """What the prepared runner holds (torch, a CUDA context): memory caps come on top."""
+    base_tasks: int = 1
+    """Threads the prepared runner holds (1 on a CPU host; a CUDA runner holds the driver's too):
+    the pids cap is what the snippet may add on top of them, as the memory cap is."""
     caps: tuple[int, int, float] | None = None
     """The cgroup's memory, processes and CPU caps as written, as `Limits` fields."""
     pidfd: int | None = None
@@ -86,7 +89,7 @@ class Slot:
         have = self.caps or (None, None, None)
         RunCgroup.from_paths(self.cgroup).set_limits(
             memory_bytes=self.base_memory + want[0] if want[0] != have[0] else None,
-            processes=want[1] if want[1] != have[1] else None,
+            processes=want[1] + self.base_tasks - 1 if want[1] != have[1] else None,
             cpu_cores=want[2] if want[2] != have[2] else None,
         )
         self.caps = want

@@ -237,12 +237,23 @@ def current_vm_bytes() -> int:
     return 0
 
 
-def close_fds(keep: set[int]) -> None:
+def open_fds() -> set[int]:
     try:
-        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+        return {int(n) for n in os.listdir("/proc/self/fd")}
     except OSError:
-        fds = list(range(3, 1024))
-    for fd in fds:
+        return set(range(3, 1024))
+
+
+def threads_held() -> int:
+    """This process's threads (a CUDA runner holds the driver's besides its own)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def close_fds(keep: set[int]) -> None:
+    for fd in sorted(open_fds()):
         if fd > 2 and fd not in keep:
             try:
                 os.close(fd)

@@ -284,6 +284,7 @@ class Sandbox:
         if slot.cgroup:  # the default caps, now, so that a run with default limits writes none
             cgroup = RunCgroup.from_paths(slot.cgroup)
             slot.base_memory = cgroup.usage_bytes()
+            slot.base_tasks = cgroup.tasks()
             slot.set_caps(Limits())
 
     # ---- running ---------------------------------------------------------------------------

@@ -53,13 +53,13 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe_environment(cuda: bool) -> dict[str, Any]:
+def describe_environment(cuda: bool, gpu_name: str = "") -> dict[str, Any]:
     import torch
 
     return {
         "torch_version": torch.__version__.split("+")[0],
         "device_kind": "cuda" if cuda else "cpu",
-        "device_name": "" if cuda else _cpu_name(),
+        "device_name": gpu_name if cuda else _cpu_name(),
         "cuda_version": torch.version.cuda,
         "python_version": platform.python_version(),
     }
@@ -142,9 +142,12 @@ def _report_crash(sock: socket.socket, exc: BaseException) -> None:
         pass
 
 
-def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory) -> dict[str, Any]:
+def _prepare(
+    config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int, cgroups: CgroupFactory
+) -> tuple[dict[str, Any], int]:
     """Everything but the snippet, before any code arrives: off the learner's clock, and done
-    while nothing untrusted has run yet. Returns the environment the runner reports as ready."""
+    while nothing untrusted has run yet. Returns the environment the runner reports as ready, and
+    the descriptor numbers the GPU driver holds (0 on a CPU host)."""
     os.setsid()
     # Dies with the zygote (and so with the server): set again after the uid changes below.
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -187,7 +190,13 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     if os.geteuid() == 0:
         os.chown(WORKDIR, uid, uid)
     env = dict(config["environment"])  # described once by the zygote
+    before = isolation.open_fds()
     device_name = _warm_up_runner(config["cuda"])
+    # What starting CUDA opened stays open: the driver's descriptors on /dev/nvidia* and its own
+    # pipes and events. Closed, the context is dead: on an H200 the snippet's first op failed
+    # with "unspecified launch failure" (its device descriptors gone), then, with those kept,
+    # with "OS call failed". Nothing else the runner holds reaches the snippet.
+    driver_fds = isolation.open_fds() - before if config["cuda"] else set()
     if device_name:
         env["device_name"] = device_name
     # Forked at the zygote's higher nice value; back to the server's while still root (the zygote
@@ -202,7 +211,7 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
     os.chdir(WORKDIR)
     os.environ.clear()
     os.environ.update(isolation.SAFE_ENV, HOME=WORKDIR, TMPDIR="/tmp")
-    isolation.close_fds({sock.fileno()})
+    isolation.close_fds({sock.fileno(), *driver_fds})
     # The zygote made this socket, in the host's network namespace: with no address, a snippet
     # could bind it to a name of its choosing among the host's abstract Unix sockets (one a host
     # service is about to take). An address the kernel picks can never be changed.
@@ -214,7 +223,8 @@ def _prepare(config: dict[str, Any], sock: socket.socket, out_w: int, err_w: int
         protections.append("syscall-filter")
     protections.append("rlimits")  # applied when the code arrives: the limits come with it
     env["protections"] = protections
-    return env
+    # RLIMIT_NOFILE caps descriptor numbers: the snippet's share starts above the driver's.
+    return env, max(driver_fds) + 1 if driver_fds else 0
 
 
 def run_runner(
@@ -223,7 +233,7 @@ def run_runner(
     """Body of the runner process; never returns. Its exit code follows `sandbox.ending`."""
     code = CRASH_EXIT
     try:
-        env = _prepare(config, sock, out_w, err_w, cgroups)
+        env, fds_held = _prepare(config, sock, out_w, err_w, cgroups)
         vm_bytes = isolation.current_vm_bytes()
         wire.send(sock, {"type": "ready", "environment": env})
         request = wire.recv(sock)
@@ -233,9 +243,12 @@ def run_runner(
         isolation.apply_rlimits(
             cpu_s=limits["cpu_s"],
             file_bytes=limits["file_bytes"],
-            open_files=limits["open_files"],
-            # NPROC counts every process of the uid: meaningful only for our private per-run uid.
-            processes=limits["processes"] if "unprivileged-uid" in env["protections"] else 1 << 20,
+            open_files=limits["open_files"] + fds_held,
+            # NPROC counts every process and thread of the uid: meaningful only for our private
+            # per-run uid. The snippet's share comes on top of the threads the runner holds (one
+            # on a CPU host; on a CUDA host the driver's too).
+            processes=limits["processes"] + isolation.threads_held() - 1
+            if "unprivileged-uid" in env["protections"] else 1 << 20,
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
             vm_bytes=vm_bytes,
         )

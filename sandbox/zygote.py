@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandbox import isolation, root_template, runner, seccomp, wire
+from sandbox import gpu_probe, isolation, root_template, runner, seccomp, wire
 from sandbox.cgroup import CgroupFactory
 
 
@@ -263,21 +263,22 @@ def main() -> None:
     config = wire.recv(control)
     if config is None:
         return
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # ask NVML, not the CUDA runtime: keep forks clean
     import warnings
 
     with warnings.catch_warnings():  # import-time notices (e.g. no NumPy) are not any snippet's
         warnings.simplefilter("ignore")
         _warm_imports()
-        import torch
 
         runner.remember_zygote_seed()  # before any fork: each runner reseeds as a fresh process would
-        config["cuda"] = bool(config.get("allow_cuda", True)) and torch.cuda.is_available()
+        gpu = gpu_probe.probe() if config.get("allow_cuda", True) else gpu_probe.NO_GPU
+        config["cuda"] = gpu["cuda"]
         # torch's first-op costs, once here instead of in every runner (about 5 ms of CPU and
         # 600 page faults each): on a CPU host only. A process that initialised CUDA has children
         # that cannot use it, so on a CUDA host each runner still pays them itself.
         if not config["cuda"]:
             runner.warm_up_first_ops("cpu")
+    if config["cuda"]:  # the runners start CUDA inside their own root: the driver must be in it
+        config["keep"] = sorted({*config["keep"], *gpu["driver_dirs"]})
     seccomp.prepare()  # compiled once; each runner only loads it
     # Every runner's read-only root, built once (None where the host refuses: each runner then
     # builds its own), by a helper forked before the heap goes onto huge pages, so that this
@@ -299,7 +300,7 @@ def main() -> None:
     except OSError:
         pass
     # The same for every runner (it reads /proc/cpuinfo): described once, here.
-    config["environment"] = runner.describe_environment(config["cuda"])
+    config["environment"] = runner.describe_environment(config["cuda"], gpu["device_name"])
     # Forking a runner (copying the page tables of a torch-sized heap) happens while the run it
     # replaces executes and its result is delivered: at a higher nice value, it yields to both.
     # Only where a runner (root while it prepares) can come back down before its snippet runs.

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 19's checks on a CUDA host, in one go, each step's log in one folder (default ./cuda-host):
+#   host.txt     the GPU, driver, torch, cgroups and /dev/nvidia* this host has
+#   steps.txt    bench/cuda_runner_steps.py: which of a runner's steps, if any, breaks CUDA
+#   smoke.txt    one pool, one CUDA run, the environment and protections it reports
+#   gpu-tests.txt  pytest -m gpu (tests/sandbox/test_gpu.py and the CUDA autocast lists)
+#   verify.txt   `ampquiz verify --record` on CUDA; the record lands in questions/verified/
+#   bench.txt    bench/sandbox_latency.py --device cuda
+#   sandbox-tests.txt  the whole sandbox suite (not -m gpu) on a CUDA host, if time is left
+# Usage: bash bench/cuda_host.sh [LOG_DIR] [SECONDS]   (SECONDS: the whole budget, default 480)
+set -u
+out=${1:-cuda-host}
+budget=${2:-480}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+end=$((SECONDS + budget))
+step() {  # step NAME MAX_SECONDS COMMAND...: runs it with what is left of the budget, at most MAX
+  local name=$1 max=$2; shift 2
+  local left=$((end - SECONDS))
+  ((left < max)) && max=$left
+  if ((max < 10)); then echo "skipped: no time left" >"$out/$name.txt"; return; fi
+  echo "== $name (up to ${max}s)"
+  local t=$SECONDS
+  timeout -k 5 "$max" "$@" >"$out/$name.txt" 2>&1
+  echo "== $name: exit $? after $((SECONDS - t))s" | tee -a "$out/$name.txt"
+}
+HOST='date -u; uname -r; id; nproc; nvidia-smi;
+  "$py" -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())"; ls -l /dev/nvidia* /dev/dri; mount | grep -E "cgroup|nvidia";
+  cat /proc/self/cgroup; ls /sys/fs/cgroup | head -40; env | grep -E "LD_LIBRARY|CUDA|NVIDIA";
+  ldconfig -p | grep -E "libcuda|libseccomp|libnvidia-ml"; own=/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup);
+  for d in /sys/fs/cgroup $(dirname $own) $own; do echo "$d: $(cat $d/cgroup.controllers) | $(cat $d/cgroup.subtree_control)"; done'
+SMOKE='
+from sandbox import Sandbox
+with Sandbox(workers=1) as sb:
+    print(sb.environment)
+    import glob
+    print("zygote threads:", [open(t + "/comm").read().strip() for t in glob.glob(f"/proc/{sb.zygote.pid}/task/*")])
+    r = sb.run("import torch\nprint(torch.ones(2, device=\"cuda\").sum().item(), torch.cuda.get_device_name())", device="cuda")
+    print(r.status, repr(r.stdout), r.environment, r.exception, r.message, r.stderr[-3000:], sep="\n")
+'
+export py
+step host 30 bash -c "$HOST"
+step steps 90 "$py" bench/cuda_runner_steps.py
+step smoke 60 "$py" -c "$SMOKE"
+step gpu-tests 130 "$py" -m pytest -m gpu -rA -p no:cacheprovider tests/sandbox/test_gpu.py tests/sandbox/explain/test_cuda_autocast_lists.py
+step verify 130 "$py" -m app.cli verify --jobs 12 --record
+step bench 90 "$py" bench/sandbox_latency.py --device cuda --workers 4 --rounds 2 --seconds 3 --warm 20 --cold 3
+# What a CUDA host changes for the rest of the sandbox: its cgroup caps, the zygote's threads.
+step sandbox-tests 300 "$py" -m pytest -m "not gpu" -q -p no:cacheprovider tests/sandbox/test_leftovers_and_cpu.py \
+  tests/sandbox/test_isolation.py tests/sandbox/test_run_result.py::test_the_zygote_stays_single_threaded_after_its_warm_up \
+  tests/sandbox/test_syscall_filter.py tests/sandbox/test_hostile_channels.py

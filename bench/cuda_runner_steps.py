@@ -1,0 +1,138 @@
+"""On a CUDA host: which of a runner's steps after starting CUDA leaves CUDA unusable.
+
+A runner starts CUDA while it is root (`sandbox.runner.warm_up_first_ops`), then drops to an
+unprivileged uid, closes descriptors, loads the syscall filter and lowers its rlimits, and its
+cgroup's caps are written; only then does the snippet use CUDA. On an H200 every snippet's first
+device-to-host copy then failed ("OS call failed or operation not supported on this OS"), while
+the same ops ran in the warm-up. Each line here forks a fresh child of a process that never
+started CUDA (as the zygote), starts CUDA in it as the runner does, takes one or more of those
+steps, and tries the ops a snippet would: a fill, a reduction read back with .item(), a float16
+matmul (cuBLAS), a pinned copy. The first step whose line fails is the one to fix.
+
+Usage (root, on the CUDA host): `python bench/cuda_runner_steps.py` (`--device cpu` runs the same
+steps on a CPU host, to check the script itself)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+from pathlib import Path
+
+# The repository instead of bench/ (whose http.py would shadow the standard library's for torch).
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from sandbox import filesystem, gpu_probe, isolation, runner, seccomp, visible
+from sandbox.cgroup import CgroupFactory, RunCgroup
+
+UID = 200_777
+PR_SET_DUMPABLE = 4
+DEVICE = "cpu" if "--device=cpu" in sys.argv or sys.argv[-2:] == ["--device", "cpu"] else "cuda"
+
+
+def _ops() -> str:
+    import torch
+
+    got = torch.ones(2, device=DEVICE).sum().item()
+    a = torch.randn(64, 64, device=DEVICE).half()
+    (a @ a).float().sum().item()
+    if DEVICE == "cuda":
+        torch.ones(1 << 20).pin_memory().cuda().sum().item()
+    return f"ok ({got})"
+
+
+def _describe_fds(fds: set[int]) -> list[str]:
+    out = []
+    for fd in sorted(fds):
+        try:
+            out.append(f"{fd}:{os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            out.append(f"{fd}:?")
+    return out
+
+
+def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
+    facts: dict = {"steps": steps}
+    try:
+        cg = cgroups.join(f"ampquiz-steps-{os.getpid()}") if cgroups.available and "cgroup" in steps else None
+        if "root" in steps:  # before CUDA starts, as in a runner: its namespaces and its own root
+            isolation.enter_namespaces()
+            keep = [*visible.allowed_paths(), *gpu_probe.probe()["driver_dirs"]]
+            filesystem.allow_listed_root(keep, visible.hidden_paths([]), uid=UID, tmp_bytes=64 << 20, cuda=DEVICE == "cuda")
+        before = isolation.open_fds()
+        runner.warm_up_first_ops(DEVICE)
+        import torch
+
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        opened = isolation.open_fds() - before
+        facts["threads"] = isolation.threads_held()
+        facts["opened_by_cuda"] = _describe_fds(opened)
+        for step in steps:
+            if step == "uid":
+                isolation.drop_privileges(UID)
+            elif step == "nondumpable":
+                isolation.prctl(PR_SET_DUMPABLE, 0)
+            elif step == "close-all":
+                isolation.close_fds({report})
+            elif step == "close-keep-cuda":
+                isolation.close_fds({report, *opened})
+            elif step == "seccomp":
+                seccomp.prepare()
+                seccomp.install(seccomp.PROGRAMS)
+            elif step == "core":
+                isolation.no_core_dumps()
+            elif step == "rlimits":
+                isolation.apply_rlimits(cpu_s=10, file_bytes=16 << 20, open_files=64 + max(opened, default=0),
+                                        processes=16 + isolation.threads_held() - 1, memory_bytes=None, vm_bytes=0)  # fmt: skip
+            elif step == "memlock-64k":
+                resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536))
+            elif step == "cgroup" and cg:
+                RunCgroup.from_paths(cg).set_limits(processes=16, memory_bytes=RunCgroup.from_paths(cg).usage_bytes() + (1 << 30))
+        facts["result"] = _ops()
+    except BaseException as exc:  # noqa: BLE001 - the report is the point
+        facts["result"] = f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        facts["where"] = traceback.format_exc().splitlines()[-4:-1]
+    os.write(report, json.dumps(facts).encode())
+    os._exit(0)
+
+
+VARIANTS = [
+    [], ["uid"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
+    ["memlock-64k"], ["cgroup"], ["root"],
+    ["cgroup", "root", "uid", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
+]  # fmt: skip
+
+
+def main() -> None:
+    import torch  # imported, never started here: children start CUDA, as runners do
+
+    print(f"torch {torch.__version__}, uid {os.geteuid()}")
+    cgroups = CgroupFactory()
+    print(f"cgroup caps: {cgroups.features or 'none'}")
+    for steps in VARIANTS:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            child(steps, cgroups, w)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 65536):
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        facts = json.loads(data) if data else {"steps": steps, "result": "no report (the child died)"}
+        print(f"{' + '.join(steps) or 'nothing'}: {facts['result']}  [threads {facts.get('threads')}]")
+        if not steps:
+            print("  descriptors CUDA opened:", ", ".join(facts.get("opened_by_cuda", [])))
+        for line in facts.get("where", []):
+            print("   ", line)
+    cgroups.sweep("ampquiz-steps-")
+
+
+if __name__ == "__main__":
+    main()
