@@ -41,7 +41,7 @@ with Sandbox(workers=1) as sb:
 '
 export py
 step host 30 bash -c "$HOST"
-step steps 90 "$py" bench/cuda_runner_steps.py
+step steps 120 "$py" bench/cuda_runner_steps.py
 step smoke 60 "$py" -c "$SMOKE"
 step gpu-tests 130 "$py" -m pytest -m gpu -rA -p no:cacheprovider tests/sandbox/test_gpu.py tests/sandbox/explain/test_cuda_autocast_lists.py
 step verify 130 "$py" -m app.cli verify --jobs 12 --record

@@ -2,12 +2,14 @@
 
 A runner starts CUDA while it is root (`sandbox.runner.warm_up_first_ops`), then drops to an
 unprivileged uid, closes descriptors, loads the syscall filter and lowers its rlimits, and its
-cgroup's caps are written; only then does the snippet use CUDA. On an H200 every snippet's first
-device-to-host copy then failed ("OS call failed or operation not supported on this OS"), while
-the same ops ran in the warm-up. Each line here forks a fresh child of a process that never
-started CUDA (as the zygote), starts CUDA in it as the runner does, takes one or more of those
-steps, and tries the ops a snippet would: a fill, a reduction read back with .item(), a float16
-matmul (cuBLAS), a pinned copy. The first step whose line fails is the one to fix.
+cgroup's caps are written; only then does the snippet use CUDA. On an H200 nearly every snippet's
+first CUDA call then failed ("OS call failed or operation not supported on this OS"; in a few an
+allocation and a launch still ran), while the same ops ran in the warm-up. Each line here forks a
+fresh child of a process that never started CUDA (as the zygote), starts CUDA in it as the runner
+does, takes one or more of those steps, and tries the ops a snippet would (a fill, a reduction
+read back with .item(), a float16 matmul through cuBLAS, a pinned copy), at once and again after
+idling as a prepared runner does. The first step whose line fails is the one to fix; the last line
+lists the calls the allow-list would have refused, as the kernel logged them.
 
 Usage (root, on the CUDA host): `python bench/cuda_runner_steps.py` (`--device cpu` runs the same
 steps on a CPU host, to check the script itself)
@@ -18,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -30,6 +34,8 @@ from sandbox.cgroup import CgroupFactory, RunCgroup
 
 UID = 200_777
 PR_SET_DUMPABLE = 4
+ACT_LOG = 0x7FFC0000  # SECCOMP_RET_LOG: allowed, and the kernel logs the call (dmesg)
+IDLE_S = 3.0
 DEVICE = "cpu" if "--device=cpu" in sys.argv or sys.argv[-2:] == ["--device", "cpu"] else "cuda"
 
 
@@ -83,6 +89,13 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
             elif step == "seccomp":
                 seccomp.prepare()
                 seccomp.install(seccomp.PROGRAMS)
+            elif step == "allow-list":  # the first filter alone (anything else: ENOSYS)
+                seccomp.install(seccomp.compile_filters()[:1])
+            elif step == "refusals":  # the second alone (EPERM for what it names)
+                seccomp.install(seccomp.compile_filters()[1:])
+            elif step == "allow-list-logged":  # what the allow-list would refuse is let through, and logged
+                lib = seccomp._load_library()
+                seccomp.install((seccomp._compile(lib, ACT_LOG, seccomp._allow_list),))
             elif step == "core":
                 isolation.no_core_dumps()
             elif step == "rlimits":
@@ -93,6 +106,8 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
             elif step == "cgroup" and cg:
                 RunCgroup.from_paths(cg).set_limits(processes=16, memory_bytes=RunCgroup.from_paths(cg).usage_bytes() + (1 << 30))
         facts["result"] = _ops()
+        time.sleep(IDLE_S)  # a prepared runner waits for its code: the driver's threads run on
+        facts["result"] += ", after idling: " + _ops()
     except BaseException as exc:  # noqa: BLE001 - the report is the point
         facts["result"] = f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         facts["where"] = traceback.format_exc().splitlines()[-4:-1]
@@ -102,7 +117,7 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
 
 VARIANTS = [
     [], ["uid"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
-    ["memlock-64k"], ["cgroup"], ["root"],
+    ["memlock-64k"], ["cgroup"], ["root"], ["allow-list"], ["refusals"], ["allow-list-logged"],
     ["cgroup", "root", "uid", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
 ]  # fmt: skip
 
@@ -132,6 +147,9 @@ def main() -> None:
         for line in facts.get("where", []):
             print("   ", line)
     cgroups.sweep("ampquiz-steps-")
+    logged = subprocess.run(["dmesg"], capture_output=True, text=True, check=False).stdout.splitlines()
+    calls = sorted({line.split(" syscall=")[1].split()[0] for line in logged if "type=1326" in line and " syscall=" in line})
+    print(f"calls outside the allow-list (syscall numbers, from the kernel's log): {', '.join(calls) or 'none logged'}")
 
 
 if __name__ == "__main__":
