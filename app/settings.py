@@ -82,6 +82,14 @@ class Settings(BaseModel):
         8, ge=1, le=1000, description="Runs one client address may have running or waiting at once "
         "(a client that throws its cookie away is still one address).",
     )
+    answers_per_minute: int = Field(
+        60, ge=0, le=100_000, description="Answers one learner (cookie) may send in a minute, in bursts of as many; "
+        "beyond it an answer gets 429 with Retry-After. 0: no limit.",
+    )
+    answers_per_minute_per_address: int = Field(
+        600, ge=0, le=1_000_000, description="Answers one client address may send in a minute (a client that "
+        "throws its cookie away is still one address; a class behind one NAT shares it). 0: no limit.",
+    )
     max_code_bytes: int = Field(
         20_000, ge=100, description="Largest snippet accepted, in bytes (beyond: 413)."
     )

@@ -105,6 +105,9 @@ def start_server(
         "AMPQUIZ_PORT": str(port),
         "AMPQUIZ_SANDBOX_WORKERS": str(workers),
         "AMPQUIZ_RUN_QUEUE": str(queue),
+        # The benchmarks' learners answer with no pause, all from this host: no answer rate.
+        "AMPQUIZ_ANSWERS_PER_MINUTE": "0",
+        "AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS": "0",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--no-access-log", "--log-level", "warning", *serve_args],

@@ -217,17 +217,22 @@ async def get_question(question_id: str, state: State, learner: Learner) -> Any:
     "/questions/{question_id}/attempts",
     response_model=AttemptOut,
     summary="Answer a question",
-    responses=_errors(400, 409),
+    responses=_errors(400, 409, 429),
 )
 async def submit_attempt(
     question_id: str,
     answer: AnswerIn,
     state: State,
     learner: Learner,
+    request: Request,
     run: Annotated[bool, Query(description="Include the run of the question's code.")] = True,
 ) -> Any:
+    """Grades and stores an answer. Past `AMPQUIZ_ANSWERS_PER_MINUTE` for this learner, or
+    `AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS` for this client's address: 429 with Retry-After,
+    and nothing is stored."""
     loaded = state.question(question_id)
     state.ensure_gradeable(loaded)
+    state.take_answer(request)  # 429 past this learner's or this address's answers per minute
     try:
         graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:

@@ -25,6 +25,7 @@ from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
 from app.web import api, health, interview, pages, playground, review_session, studio
+from app.web.answer_rate import AnswerRate
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
@@ -78,6 +79,7 @@ def create_app(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,
             live_bank=live_bank, proofs=proofs, templates=templates, clock=clock or utcnow,
             page_threads=PageThreads(store.useful_threads),
+            answer_rate=AnswerRate(settings.answers_per_minute, settings.answers_per_minute_per_address),
         )  # fmt: skip
         live_bank.prepare.append(proofs.summary)  # the footer's counts, ready before a reload is served
         prover.start()  # keys nothing proved yet are checked in the background, learners first

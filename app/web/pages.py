@@ -9,6 +9,7 @@ template in `app/web/templates/`.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -27,6 +28,7 @@ from app.grading import (
 )
 from app.progress import Standing
 from app.public_question import excerpt, title_of
+from app.web.answer_rate import TooManyAnswers
 from app.web.errors import NotFound
 from app.web.lean_routes import (
     as_float,
@@ -198,15 +200,25 @@ async def answer_form(request: Request) -> Response:
     review = digits("form", "review", one("review"))
     loaded = state.question(request.path_params["question_id"])
     state.ensure_gradeable(loaded)
+
+    def refused(status: int, error: str, headers: dict[str, str] | None = None) -> Awaitable[Response]:
+        """The question again, with why the answer was not taken and the answer as it was sent."""
+
+        def build() -> Response:
+            page = render_page(state, request, "question.html", status_code=status, error=error, said_output=output or "",
+                               said_picked=choice, **question_context(state, learner, loaded))  # fmt: skip
+            page.headers.update(headers or {})
+            return page
+
+        return in_thread(state, build)
+
     try:
+        state.take_answer(request)
         graded = state.grade(learner, loaded, choice, output or "")
+    except TooManyAnswers as exc:
+        return await refused(exc.status, exc.message, exc.headers)
     except AnswerError as exc:
-        error = str(exc)
-        return await in_thread(
-            state,
-            lambda: render_page(state, request, "question.html", status_code=400, error=error,
-                                **question_context(state, learner, loaded))
-        )  # fmt: skip
+        return await refused(400, str(exc))
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
     saved, _is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))

@@ -27,12 +27,18 @@ from app.question_runs import QuestionRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
+from app.web.answer_rate import AnswerRate
 from app.web.connections import address_key
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 from app.web.fragments import SharedFragments
 from app.web.page_threads import PageThreads
 
 log = logging.getLogger("ampquiz.web")
+
+
+def client_address(request: Request) -> str:
+    """Whose share a request counts against besides its cookie's (`connections.address_key`)."""
+    return address_key(request.client.host) if request.client else "unknown"
 
 
 @dataclass
@@ -49,6 +55,8 @@ class WebState:
     """Where pages' blocking work (database calls, rendering) runs (`render.in_thread`): as many
     threads as the store gains from (`Store.useful_threads`), set by the app's lifespan."""
     fragments: SharedFragments = field(default_factory=SharedFragments)
+    answer_rate: AnswerRate = field(default_factory=lambda: AnswerRate(0, 0))
+    """How fast answers are taken (`app.web.answer_rate`), set by the app's lifespan."""
     """Parts of pages shared by every learner, rendered once (a question's run, its cards)."""
     _run_dicts: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -89,8 +97,12 @@ class WebState:
     def owners(request: Request) -> tuple[str, ...]:
         """Whose share of the run queue a learner's own run uses: their cookie and their address."""
         learner = request.scope.get("state", {}).get("learner_id", "")
-        address = address_key(request.client.host) if request.client else "unknown"
-        return (f"learner:{learner}", f"address:{address}")
+        return (f"learner:{learner}", f"address:{client_address(request)}")
+
+    def take_answer(self, request: Request) -> None:
+        """Counts an answer against its learner's and its address's rate; raises TooManyAnswers
+        (429) past either. Before grading: a refused answer is not stored."""
+        self.answer_rate.take(request.scope.get("state", {}).get("learner_id", ""), client_address(request))
 
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
         """The order `learner` (a learner's id, or an interview's `interview:TOKEN`) sees a

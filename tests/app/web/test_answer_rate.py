@@ -1,0 +1,108 @@
+"""How fast answers are taken: a learner's and an address's answers per minute (app.web.answer_rate)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from app.web.answer_rate import AnswerRate, TooManyAnswers
+from tests.support.web import Web, form_at
+
+# --- the buckets, on a clock the test moves ------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_learner_gets_a_burst_then_one_answer_per_refill() -> None:
+    clock = Clock()
+    rate = AnswerRate(per_learner=3, per_address=0, clock=clock)
+    for _ in range(3):
+        rate.take("ann", "10.0.0.1")
+    with pytest.raises(TooManyAnswers) as refused:
+        rate.take("ann", "10.0.0.1")
+    assert refused.value.status == 429 and refused.value.retry_after_s == 20  # 60 s / 3
+    assert refused.value.headers == {"Retry-After": "20"}
+    rate.take("bob", "10.0.0.1")  # another learner at the same address: a bucket of their own
+    clock.now += 20
+    rate.take("ann", "10.0.0.1")
+    with pytest.raises(TooManyAnswers):
+        rate.take("ann", "10.0.0.1")
+
+
+def test_an_address_is_one_bucket_whatever_cookies_it_sends() -> None:
+    rate = AnswerRate(per_learner=60, per_address=5, clock=Clock())
+    for n in range(5):
+        rate.take(f"fresh-{n}", "203.0.113.9")
+    with pytest.raises(TooManyAnswers) as refused:
+        rate.take("fresh-5", "203.0.113.9")
+    assert "Your network" in refused.value.message
+    rate.take("fresh-6", "203.0.113.10")
+
+
+def test_a_refused_answer_costs_nothing_and_zero_is_no_limit() -> None:
+    clock = Clock()
+    rate = AnswerRate(per_learner=2, per_address=2, clock=clock)
+    rate.take("ann", "a")
+    rate.take("bob", "a")
+    for _ in range(5):  # refused by the address: ann's own bucket is not drawn from
+        with pytest.raises(TooManyAnswers):
+            rate.take("ann", "a")
+    rate.take("ann", "b")
+    unlimited = AnswerRate(per_learner=0, per_address=0, clock=clock)
+    for _ in range(10_000):
+        unlimited.take("ann", "a")
+    assert unlimited.buckets == {}
+
+
+def test_the_buckets_kept_stay_bounded() -> None:
+    clock = Clock()
+    rate = AnswerRate(per_learner=10, per_address=0, clock=clock)
+    for n in range(250_001):
+        rate.take(f"learner-{n}", "a")
+    assert len(rate.buckets) <= 100_000
+
+
+# --- through the app ---------------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_the_page_refuses_an_answer_past_the_rate_and_keeps_what_was_typed(web: Web) -> None:
+    async with web.client(answers_per_minute=2) as c:
+        for _ in range(2):
+            r = await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})
+            assert r.status_code == 303
+        typed = "torch.float16 torch.Size([1, 2])\n<b>second line</b>"
+        r = await c.post("/questions/po-linear-dtype", data={"output": typed})
+        assert r.status_code == 429 and r.headers["retry-after"] == "30"
+        assert "faster than anyone reads: wait 30 s" in html.unescape(r.text)
+        textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
+        assert textarea and html.unescape(textarea.group(1)) == typed
+        picked = await form_at(c, "mc-half-dtype", 1)
+        r = await c.post("/questions/mc-half-dtype", data={"choice": picked})
+        assert r.status_code == 429
+        assert re.search(rf'name="choice" value="{picked[0]}" checked>', r.text)
+        store = c.app.state.web.store  # type: ignore[attr-defined]
+        assert len(store.all_attempts()) == 2  # the two taken; the refused ones never stored
+
+
+@pytest.mark.anyio
+async def test_the_api_refuses_past_the_rate_and_a_cookieless_flood_stops_at_the_address(web: Web) -> None:
+    async with web.client(answers_per_minute=100, answers_per_minute_per_address=3) as c:
+        for _ in range(3):
+            c.cookies.clear()  # a new learner every time
+            r = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": "x"}, params={"run": "false"})
+            assert r.status_code == 200, r.text
+        c.cookies.clear()
+        r = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": "x"}, params={"run": "false"})
+        assert r.status_code == 429 and r.headers["retry-after"] == "20"
+        body = r.json()
+        assert body["ok"] is False and body["status"] == 429 and "Your network" in body["error"]
+        store = c.app.state.web.store  # type: ignore[attr-defined]
+        assert len(store.all_attempts()) == 3  # the refused one was never stored
