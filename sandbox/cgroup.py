@@ -275,8 +275,10 @@ def _unified_base(own: Path) -> Path | None:
     holds processes cannot give its children the memory or pids controller, and a server or a
     container's init usually sits in its own: on an H200 host it did, and every run went
     uncapped (a CUDA run has no address-space rlimit, so that left its memory uncapped). The top
-    cgroup is exempt from that rule. Whichever is chosen, each run's cgroup has caps of its own.
-    None where nothing is writable; the first writable one where none has every cap."""
+    cgroup is exempt from that rule. Whichever is chosen, each run's cgroup has caps of its own;
+    one made above the pool's own cgroup is not counted against a limit set on that one (a
+    systemd unit's MemoryMax=, say). None where nothing is writable; the first writable one where
+    none has every cap."""
     writable = None
     for base in (own, *(p for p in own.parents if p.is_relative_to(ROOT))):
         if _writable_dir(base) is None:
