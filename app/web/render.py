@@ -8,6 +8,7 @@ every filter here takes what it gets.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -106,6 +107,10 @@ def indent_class(line: str, prefix: int = 0) -> str:
     return f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
 
 
+_LINE_SPAN = re.compile(r'<span id="L-(\d+)">')
+"""Each line's span as Pygments writes it (the code's own text is escaped, so only these match)."""
+
+
 @lru_cache(maxsize=1024)
 def highlight(code: str | None) -> Markup:
     """Python code as HTML, each line in `<span id="L-n">` so the op trace can point at it."""
@@ -116,9 +121,12 @@ def highlight(code: str | None) -> Markup:
     # Each indented line says how deep it is, so that on a phone its wrapped continuation hangs
     # under its own text (app.css): at column 0, `opt = torch.optim.AdamW(` inside an `if` read
     # as two statements at the outer level.
-    for number, line in enumerate(code.splitlines(), 1):
-        if depth := indent_class(line):
-            html = html.replace(f'<span id="L-{number}">', f'<span id="L-{number}" class="{depth}">', 1)
+    # One pass over the HTML (a replace per line rescanned it from the start: 0.6 s for 2,000 lines).
+    depths = {number: depth for number, line in enumerate(code.splitlines(), 1) if (depth := indent_class(line))}
+    if depths:
+        html = _LINE_SPAN.sub(
+            lambda m: f'<span id="L-{m[1]}" class="{depths[n]}">' if (n := int(m[1])) in depths else m[0], html
+        )
     # A long line scrolls sideways inside the block: keyboard users must be able to reach it.
     return Markup(html.replace("<pre>", '<pre tabindex="0" aria-label="Code">', 1))
 
