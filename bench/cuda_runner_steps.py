@@ -22,6 +22,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -82,6 +83,10 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
                 isolation.drop_privileges(UID)
             elif step == "nondumpable":
                 isolation.prctl(PR_SET_DUMPABLE, 0)
+            elif step == "dumpable":  # after "uid": setuid left the process undumpable, so its
+                # /proc/self files (each thread's comm, which the driver names its threads by)
+                # became root's, not writable by the run's uid
+                isolation.prctl(PR_SET_DUMPABLE, 1)
             elif step == "close-all":
                 isolation.close_fds({report})
             elif step == "close-keep-cuda":
@@ -105,6 +110,12 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
                 resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536))
             elif step == "cgroup" and cg:
                 RunCgroup.from_paths(cg).set_limits(processes=16, memory_bytes=RunCgroup.from_paths(cg).usage_bytes() + (1 << 30))
+        try:  # what the driver does when it names a thread it starts
+            with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+                comm.write("python")
+            facts["comm"] = "writable"
+        except OSError as exc:
+            facts["comm"] = f"not writable ({exc.strerror})"
         facts["result"] = _ops()
         time.sleep(IDLE_S)  # a prepared runner waits for its code: the driver's threads run on
         facts["result"] += ", after idling: " + _ops()
@@ -116,7 +127,7 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
 
 
 VARIANTS = [
-    [], ["uid"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
+    [], ["uid"], ["uid", "dumpable"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
     ["memlock-64k"], ["cgroup"], ["root"], ["allow-list"], ["refusals"], ["allow-list-logged"],
     ["cgroup", "root", "uid", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
 ]  # fmt: skip
@@ -141,7 +152,8 @@ def main() -> None:
         os.close(r)
         os.waitpid(pid, 0)
         facts = json.loads(data) if data else {"steps": steps, "result": "no report (the child died)"}
-        print(f"{' + '.join(steps) or 'nothing'}: {facts['result']}  [threads {facts.get('threads')}]")
+        print(f"{' + '.join(steps) or 'nothing'}: {facts['result']}  [threads {facts.get('threads')}, "
+              f"own thread's comm {facts.get('comm')}]")
         if not steps:
             print("  descriptors CUDA opened:", ", ".join(facts.get("opened_by_cuda", [])))
         for line in facts.get("where", []):
