@@ -273,6 +273,9 @@ def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_st
             (parent,) = _wait_for("the web processes' parent waiting for serve's word", waiting_to_be_told, 90)
             os.kill(parent, signal.SIGINT)
             _wait_for("it ended", lambda: not cmdline(parent), 30)
+        except BaseException:
+            proc.terminate()  # failed: leave no server behind (one kept serving after such a failure)
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
         code = proc.wait(timeout=60)
