@@ -65,6 +65,13 @@ class AnswerRate:
         if len(self.buckets) > BUCKETS_KEPT:
             self._forget(now)
 
+    def give_back(self, learner: str, address: str) -> None:
+        """Undoes a `take` (the answer was one already stored)."""
+        for key in (("learner", learner), ("address", address)):
+            if key in self.buckets:
+                tokens, then = self.buckets[key]
+                self.buckets[key] = (min(self.limits[key[0]], tokens + 1), then)
+
     def _forget(self, now: float) -> None:
         """Drop the buckets that have refilled (the same as never seen); then, if still too many,
         the oldest half."""

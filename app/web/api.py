@@ -20,6 +20,7 @@ from app.bank.load import LoadedQuestion, LoadedSet
 from app.grading import LONGEST_PREDICTION, AnswerError, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
+from app.web.answer_rate import TooManyAnswers
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
 from app.web.state import WebState
@@ -232,12 +233,21 @@ async def submit_attempt(
     and nothing is stored."""
     loaded = state.question(question_id)
     state.ensure_gradeable(loaded)
-    state.take_answer(request)  # 429 past this learner's or this address's answers per minute
     try:
         graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
+    taken = True
+    try:
+        state.take_answer(request)
+    except TooManyAnswers:
+        # A retry of an answer already stored (its response lost) gets that answer back.
+        if answer.submit_id is None or state.store.submitted(learner, answer.submit_id) is None:
+            raise
+        taken = False
     saved, is_new = state.record(learner, loaded, graded, answer.submit_id)
+    if taken and not is_new:  # an answer sent again: none counted
+        state.give_back_answer(request)
     if not is_new:  # the same submit again: answer as the first time
         graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
     result, message = await state.question_run(loaded) if run else (None, None)

@@ -205,23 +205,35 @@ async def answer_form(request: Request) -> Response:
         """The question again, with why the answer was not taken and the answer as it was sent."""
 
         def build() -> Response:
-            page = render_page(state, request, "question.html", status_code=status, error=error, said_output=output or "",
-                               said_picked=choice, **question_context(state, learner, loaded))  # fmt: skip
+            context = question_context(state, learner, loaded)
+            if review is not None:  # still in the review session, as the form was
+                context.update(review_since=review, review_left=left_in_session(state, learner))
+            page = render_page(state, request, "question.html", status_code=status, error=error,
+                               said_output=output or "", said_picked=choice, **context)  # fmt: skip
             page.headers.update(headers or {})
             return page
 
         return in_thread(state, build)
 
     try:
-        state.take_answer(request)
         graded = state.grade(learner, loaded, choice, output or "")
-    except TooManyAnswers as exc:
-        return await refused(exc.status, exc.message, exc.headers)
-    except AnswerError as exc:
+    except AnswerError as exc:  # refused before it counts against the answers per minute
         return await refused(400, str(exc))
+    try:
+        state.take_answer(request)
+    except TooManyAnswers as exc:
+        # A form sent again (a reload, a double click) whose first sending was stored is that
+        # answer, not a new one: it goes where the first went, whatever the rate.
+        earlier = await in_thread(state, lambda: state.store.submitted(learner, submit_id)) if submit_id else None
+        if earlier is None:
+            return await refused(exc.status, exc.message, exc.headers)
+        query = urlencode({"attempt": earlier.id, **({"review": review} if review else {})})
+        return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
-    saved, _is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
+    saved, is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
+    if not is_new:  # the form sent again: no new answer, so none counted
+        state.give_back_answer(request)
     query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 

@@ -104,6 +104,10 @@ class WebState:
         (429) past either. Before grading: a refused answer is not stored."""
         self.answer_rate.take(request.scope.get("state", {}).get("learner_id", ""), client_address(request))
 
+    def give_back_answer(self, request: Request) -> None:
+        """An answer taken that turned out to be one already stored (a form sent twice)."""
+        self.answer_rate.give_back(request.scope.get("state", {}).get("learner_id", ""), client_address(request))
+
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
         """The order `learner` (a learner's id, or an interview's `interview:TOKEN`) sees a
         multiple-choice question's choices in; None for other kinds."""

@@ -106,3 +106,50 @@ async def test_the_api_refuses_past_the_rate_and_a_cookieless_flood_stops_at_the
         assert body["ok"] is False and body["status"] == 429 and "Your network" in body["error"]
         store = c.app.state.web.store  # type: ignore[attr-defined]
         assert len(store.all_attempts()) == 3  # the refused one was never stored
+
+
+@pytest.mark.anyio
+async def test_only_answers_taken_count_and_a_review_session_survives_a_refusal(web: Web) -> None:
+    async with web.client(answers_per_minute=2) as c:
+        for _ in range(3):  # refused as unreadable: never counted against the rate
+            r = await c.post("/questions/mc-half-dtype", data={"choice": ["9"]})
+            assert r.status_code == 400
+        form = {"output": "torch.float32", "submit_id": "first-form"}
+        for _ in range(3):  # one form sent three times (a double click, a reload): one answer
+            r = await c.post("/questions/po-linear-dtype", data=form)
+            assert r.status_code == 303
+        r = await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})
+        assert r.status_code == 303  # the second answer taken
+        r = await c.post("/questions/po-linear-dtype", data={**form, "review": "1700000000"})
+        assert r.status_code == 303  # past the rate, yet the first form again: where it went
+        r = await c.post("/questions/po-linear-dtype", data={"output": "torch.float64", "review": "1700000000"})
+        assert r.status_code == 429
+        assert 'name="review" value="1700000000"' in r.text  # the refused form is still the session's
+
+
+@pytest.mark.anyio
+async def test_an_api_retry_of_a_stored_answer_gets_it_back_past_the_rate(web: Web) -> None:
+    async with web.client(answers_per_minute=1) as c:
+        sent = {"output": "x", "submit_id": "lost-response"}
+        url = "/api/questions/po-linear-dtype/attempts"
+        first = await c.post(url, json=sent, params={"run": "false"})
+        again = await c.post(url, json=sent, params={"run": "false"})
+        assert first.status_code == again.status_code == 200
+        assert again.json()["attempt_id"] == first.json()["attempt_id"]
+        other = await c.post(url, json={"output": "y"}, params={"run": "false"})
+        assert other.status_code == 429
+
+
+def test_give_back_returns_a_token_never_past_the_limit() -> None:
+    clock = Clock()
+    rate = AnswerRate(per_learner=1, per_address=0, clock=clock)
+    rate.take("ann", "a")
+    rate.give_back("ann", "a")
+    rate.take("ann", "a")
+    with pytest.raises(TooManyAnswers):
+        rate.take("ann", "a")
+    rate.give_back("ann", "a")
+    rate.give_back("ann", "a")
+    rate.take("ann", "a")
+    with pytest.raises(TooManyAnswers):
+        rate.take("ann", "a")
