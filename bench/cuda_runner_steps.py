@@ -1,8 +1,9 @@
 """On a CUDA host: which of a runner's steps after starting CUDA leaves CUDA unusable.
 
-A runner starts CUDA while it is root (`sandbox.runner.warm_up_first_ops`), then drops to an
-unprivileged uid, closes descriptors, loads the syscall filter and lowers its rlimits, and its
-cgroup's caps are written; only then does the snippet use CUDA. On an H200 nearly every snippet's
+A runner enters its namespaces and root, drops to an unprivileged uid, starts CUDA
+(`sandbox.runner.warm_up_first_ops`), closes descriptors, loads the syscall filter and lowers its
+rlimits, and its cgroup's caps are written; only then does the snippet use CUDA. (Until
+2026-11-26 it started CUDA as root, before the uid; "uid" below is that order.) On an H200 nearly every snippet's
 first CUDA call then failed ("OS call failed or operation not supported on this OS"; in a few an
 allocation and a launch still ran), while the same ops ran in the warm-up. Each line here forks a
 fresh child of a process that never started CUDA (as the zygote), starts CUDA in it as the runner
@@ -69,6 +70,8 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
             isolation.enter_namespaces()
             keep = [*visible.allowed_paths(), *gpu_probe.probe()["driver_dirs"]]
             filesystem.allow_listed_root(keep, visible.hidden_paths([]), uid=UID, tmp_bytes=64 << 20, cuda=DEVICE == "cuda")
+        if "uid-first" in steps:  # as a runner does now: CUDA starts as the run's uid, not root
+            isolation.drop_privileges(UID)
         before = isolation.open_fds()
         runner.warm_up_first_ops(DEVICE)
         import torch
@@ -127,9 +130,9 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
 
 
 VARIANTS = [
-    [], ["uid"], ["uid", "dumpable"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
+    [], ["uid-first"], ["uid"], ["uid", "dumpable"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
     ["memlock-64k"], ["cgroup"], ["root"], ["allow-list"], ["refusals"], ["allow-list-logged"],
-    ["cgroup", "root", "uid", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
+    ["cgroup", "root", "uid-first", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
 ]  # fmt: skip
 
 

@@ -269,16 +269,52 @@ def _delegate(base: Path) -> set[str]:
         return set()
 
 
+POOL_LEAF = "ampquiz-pool"
+"""The child of its own cgroup that the pool moves that cgroup's processes into (see below)."""
+
+
+def _leaf_off(own: Path) -> bool:
+    """Moves every process of `own` into its child POOL_LEAF, then turns the caps on for `own`'s
+    children: what a cgroup v2 service given its own cgroup is meant to do (systemd's
+    Delegate=). The processes stay inside `own`, and so under every limit set on it."""
+    try:
+        if not set(CAPS) <= set((own / "cgroup.controllers").read_text().split()):
+            return False  # not given to `own` at all: nothing done here can turn them on
+        leaf = own / POOL_LEAF
+        leaf.mkdir(exist_ok=True)
+        for pid in (own / "cgroup.procs").read_text().split():
+            try:
+                (leaf / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # ended meanwhile
+    except OSError:
+        return False
+    return _delegate(own) == set(CAPS)
+
+
 def _unified_base(own: Path) -> Path | None:
-    """Where run cgroups are made on cgroup v2: this process's own cgroup, where it can turn the
-    caps on for children; else the nearest writable cgroup above it that can. A v2 cgroup that
-    holds processes cannot give its children the memory or pids controller, and a server or a
-    container's init usually sits in its own: on an H200 host it did, and every run went
-    uncapped (a CUDA run has no address-space rlimit, so that left its memory uncapped). The top
-    cgroup is exempt from that rule. Whichever is chosen, each run's cgroup has caps of its own;
-    one made above the pool's own cgroup is not counted against a limit set on that one (a
-    systemd unit's MemoryMax=, say). None where nothing is writable; the first writable one where
-    none has every cap."""
+    """Where run cgroups are made on cgroup v2. A v2 cgroup that holds processes cannot give its
+    children the memory or pids controller, and a server or a container's init usually sits in
+    its own: on an H200 host it did, and every run went uncapped (a CUDA run has no address-space
+    rlimit, so that left its memory uncapped). In order:
+
+    1. this process's own cgroup, where it can turn the caps on for children;
+    2. the cgroup a pool before this one left its processes' leaf in (this process started in
+       that leaf: it is the server's, or a child of a process that was moved there);
+    3. its own cgroup again, once its processes are moved into a leaf (`_leaf_off`);
+    4. the nearest writable cgroup above it that can: a run cgroup there is not counted against
+       a limit set on the pool's own (a systemd unit's MemoryMax=, say), and another pool may
+       share that parent; still better than runs with no caps at all.
+
+    None where nothing is writable; the first writable one where none has every cap."""
+    if _writable_dir(own) is not None and _delegate(own) == set(CAPS):
+        return own
+    parent = own.parent
+    if (own.name == POOL_LEAF and parent.is_relative_to(ROOT) and _writable_dir(parent) is not None
+            and _delegate(parent) == set(CAPS)):  # fmt: skip
+        return parent
+    if _writable_dir(own) is not None and own.name != POOL_LEAF and _leaf_off(own):
+        return own
     writable = None
     for base in (own, *(p for p in own.parents if p.is_relative_to(ROOT))):
         if _writable_dir(base) is None:

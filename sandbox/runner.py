@@ -190,21 +190,24 @@ def _prepare(
     if os.geteuid() == 0:
         os.chown(WORKDIR, uid, uid)
     env = dict(config["environment"])  # described once by the zygote
-    before = isolation.open_fds()
-    device_name = _warm_up_runner(config["cuda"])
-    # What starting CUDA opened stays open: the driver's descriptors on /dev/nvidia* and its own
-    # pipes and events. Closed, the context is dead: on an H200 the snippet's first op failed
-    # with "unspecified launch failure" (its device descriptors gone), then, with those kept,
-    # with "OS call failed". Nothing else the runner holds reaches the snippet.
-    driver_fds = isolation.open_fds() - before if config["cuda"] else set()
-    if device_name:
-        env["device_name"] = device_name
+    if not config["cuda"]:
+        _warm_up_runner(cuda=False)  # at the zygote's higher nice value: it yields to runs
     # Forked at the zygote's higher nice value; back to the server's while still root (the zygote
     # raised it only where that is allowed), so the snippet runs at the priority any process would.
     if os.getpriority(os.PRIO_PROCESS, 0) != config["run_nice"]:
         os.setpriority(os.PRIO_PROCESS, 0, config["run_nice"])
     if isolation.drop_privileges(uid):
         protections.append("unprivileged-uid")
+    driver_fds: set[int] = set()
+    if config["cuda"]:
+        # CUDA starts as the run's uid, never as root: the driver remembers the privilege of the
+        # process that opened its control device, and the snippet inherits that session. What
+        # starting it opened stays open (the driver's descriptors on /dev/nvidia*, its pipes and
+        # events): closed, the context is dead (on an H200 the snippet's first op failed with
+        # "unspecified launch failure"). Nothing else the runner holds reaches the snippet.
+        before = isolation.open_fds()
+        env["device_name"] = _warm_up_runner(cuda=True) or env["device_name"]
+        driver_fds = isolation.open_fds() - before
     # Changing uid clears the parent-death signal: set it again, so a runner never outlives
     # the zygote (and so the server), whatever the snippet does.
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -278,7 +278,9 @@ def main() -> None:
         if not config["cuda"]:
             runner.warm_up_first_ops("cpu")
     if config["cuda"]:  # the runners start CUDA inside their own root: the driver must be in it
-        config["keep"] = sorted({*config["keep"], *gpu["driver_dirs"]})
+        hidden = [h.rstrip("/") + "/" for h in config["hide"]]
+        shown = [d for d in gpu["driver_dirs"] if not any((d + "/").startswith(h) for h in hidden)]
+        config["keep"] = sorted({*config["keep"], *shown})  # never a hidden folder (a library there)
     seccomp.prepare()  # compiled once; each runner only loads it
     # Every runner's read-only root, built once (None where the host refuses: each runner then
     # builds its own), by a helper forked before the heap goes onto huge pages, so that this
