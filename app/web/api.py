@@ -23,6 +23,7 @@ from app.public_question import public_question
 from app.web.answer_rate import TooManyAnswers
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
+from app.web.render import in_thread
 from app.web.state import WebState
 
 
@@ -173,7 +174,7 @@ def _question_out(state: WebState, learner: str, loaded: LoadedQuestion, status:
 
 @router.get("/sets", response_model=list[SetOut], summary="List question sets with your progress")
 async def list_sets(state: State, learner: Learner) -> Any:
-    standing = state.standing(learner)
+    standing = await in_thread(state, lambda: state.standing(learner))
     return [_set_out(standing, s) for s in state.bank.sets]
 
 
@@ -184,7 +185,7 @@ async def get_set(set_id: str, state: State, learner: Learner) -> Any:
     loaded_set = state.bank.set(set_id)
     if loaded_set is None:
         raise NotFound(f"There is no question set {set_id!r}.")
-    standing = state.standing(learner)
+    standing = await in_thread(state, lambda: state.standing(learner))
     out = _set_out(standing, loaded_set)
     out["questions"] = [_question_out(state, learner, q, standing.status(q.id)) for q in loaded_set.questions]
     return out
@@ -197,7 +198,7 @@ async def list_questions(
     set_id: Annotated[str | None, Query(alias="set")] = None,
     topic: str | None = None,
 ) -> Any:
-    standing = state.standing(learner)
+    standing = await in_thread(state, lambda: state.standing(learner))
     return [
         _question_out(state, learner, q, standing.status(q.id))
         for q in state.bank.questions
@@ -211,7 +212,7 @@ async def list_questions(
 async def get_question(question_id: str, state: State, learner: Learner) -> Any:
     loaded = state.question(question_id)
     state.question_runs.prefetch(loaded)
-    return _question_out(state, learner, loaded, state.status(learner, loaded))
+    return _question_out(state, learner, loaded, await in_thread(state, lambda: state.status(learner, loaded)))
 
 
 @router.post(
@@ -242,10 +243,11 @@ async def submit_attempt(
         state.take_answer(request)
     except TooManyAnswers:
         # A retry of an answer already stored (its response lost) gets that answer back.
-        if answer.submit_id is None or state.store.submitted(learner, answer.submit_id) is None:
+        submit_id = answer.submit_id
+        if submit_id is None or await in_thread(state, lambda: state.store.submitted(learner, submit_id)) is None:
             raise
         taken = False
-    saved, is_new = state.record(learner, loaded, graded, answer.submit_id)
+    saved, is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, answer.submit_id))
     if taken and not is_new:  # an answer sent again: none counted
         state.give_back_answer(request)
     if not is_new:  # the same submit again: answer as the first time
@@ -259,7 +261,7 @@ async def submit_attempt(
         "run": result,
         "run_message": message,
         "verification": state.verification_labels(loaded),
-        "status": state.status(learner, loaded),
+        "status": await in_thread(state, lambda: state.status(learner, loaded)),
     }
 
 
@@ -313,7 +315,7 @@ router.add_api_route(
 
 @router.get("/progress", response_model=ProgressOut, summary="Your progress and review queue")
 async def progress(state: State, learner: Learner) -> Any:
-    standing = state.standing(learner)
+    standing = await in_thread(state, lambda: state.standing(learner))
     return {
         "totals": standing.totals(),
         "topics": as_dicts(standing.topics()),
