@@ -28,7 +28,7 @@ from app.proofs import Proof
 from app.public_question import title_of
 from app.web.deps import State
 from app.web.errors import AppError, NotFound
-from app.web.render import page
+from app.web.render import in_thread, page
 from app.web.state import WebState
 
 router = APIRouter(include_in_schema=False)
@@ -83,15 +83,15 @@ async def _record(
     await _hub(request).record(state.store, interview.id, kind, data)
 
 
-def _candidate(state: WebState, token: str) -> model.Interview:
-    found = model.by_candidate(state.store, token)
+async def _candidate(state: WebState, token: str) -> model.Interview:
+    found = await in_thread(state, lambda: model.by_candidate(state.store, token))
     if found is None:
         raise NotFound(GONE)
     return found
 
 
-def _host(state: WebState, token: str) -> model.Interview:
-    found = model.by_host(state.store, token)
+async def _host(state: WebState, token: str) -> model.Interview:
+    found = await in_thread(state, lambda: model.by_host(state.store, token))
     if found is None:
         raise NotFound(GONE)
     return found
@@ -110,9 +110,11 @@ def _proof(state: WebState, interview: model.Interview, loaded: LoadedQuestion) 
     return state.proof(loaded)
 
 
-def _events(state: WebState, interview: model.Interview) -> list[model.Event]:
+async def _events(state: WebState, interview: model.Interview) -> list[model.Event]:
+    """The interview's events, read in the page threads: like every database read here, never
+    on the event loop, where a slow one would hold up every other request."""
     assert interview.id is not None
-    return model.events(state.store, interview.id)
+    return await in_thread(state, lambda: model.events(state.store, interview.id))
 
 
 # ---- the candidate ---------------------------------------------------------------------------
@@ -121,8 +123,8 @@ def _events(state: WebState, interview: model.Interview) -> list[model.Event]:
 async def _candidate_page(
     request: Request, state: WebState, token: str, status_code: int = 200, **extra: Any
 ) -> Response:
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     context: dict[str, Any] = {
         "interview": interview,
         "token": token,
@@ -144,7 +146,7 @@ async def _candidate_page(
                 "opened",
                 {"question": current.id, "index": done.position},
             )
-            done = progress(interview, _events(state, interview))
+            done = progress(interview, await _events(state, interview))
             current = done.current
         assert current is not None
         loaded = _question(state, interview, current.id)
@@ -174,8 +176,8 @@ async def candidate_page(token: str, request: Request, state: State) -> Response
 @router.post("/interview/{token}/start")
 async def start(token: str, request: Request, state: State) -> Response:
     """The candidate pressed Start: the first question opens, and the time limit starts."""
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     if done.current is not None and done.started_at is None:
         await _record(request, state, interview, "opened", {"question": done.current.id, "index": done.position})
     return RedirectResponse(f"/interview/{token}", status_code=303)
@@ -188,8 +190,8 @@ async def predict(
     choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
     output: Annotated[str | None, Form(max_length=LONGEST_PREDICTION)] = None,
 ) -> Response:  # fmt: skip
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     current = done.current
     if current is None or current.prediction is not None:
         return RedirectResponse(f"/interview/{token}", status_code=303)
@@ -219,8 +221,8 @@ async def predict(
 async def _run(
     request: Request, state: WebState, token: str, code: str
 ) -> tuple[dict[str, Any] | None, AppError | None]:
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     current = done.current
     if current is None:
         raise NotFound("This interview is over.")
@@ -270,8 +272,8 @@ async def run_panel(
 
 @router.post("/interview/{token}/next")
 async def next_question(token: str, request: Request, state: State) -> Response:
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     if done.current is not None and done.started_at is not None and _time_is_up(state, interview, done):
         # Nothing more can count: the candidate ends it, and the interviewer's log says so.
         await _record(request, state, interview, "finished", {"question": done.current.id, "time_up": True})
@@ -286,8 +288,8 @@ async def next_question(token: str, request: Request, state: State) -> Response:
 @router.post("/interview/{token}/extend")
 async def extend(token: str, request: Request, state: State) -> Response:
     """The accessibility option: half as much time again, once."""
-    interview = _candidate(state, token)
-    done = progress(interview, _events(state, interview))
+    interview = await _candidate(state, token)
+    done = progress(interview, await _events(state, interview))
     started = done.started_at is not None
     if interview.minutes and started and not done.extra_s and not done.finished and not _time_is_up(state, interview, done):
         await _record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
@@ -299,7 +301,7 @@ async def extend(token: str, request: Request, state: State) -> Response:
 
 @router.get("/interviewer/{token}")
 async def host_page(token: str, request: Request, state: State) -> Response:
-    interview = _host(state, token)
+    interview = await _host(state, token)
     questions = []
     for qid in interview.question_ids:
         loaded = snippets.resolve(state.bank, interview.snippets, qid)
@@ -330,7 +332,7 @@ async def host_events(
 ) -> Response:  # fmt: skip
     """Server-sent events: everything after `Last-Event-ID` (all of it on a first connect), then
     each event as it is stored. `?replay=true` sends what is stored and ends."""
-    interview = _host(state, token)
+    interview = await _host(state, token)
     assert interview.id is not None
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
     hub = _hub(request)
@@ -338,7 +340,7 @@ async def host_events(
     async def stream() -> Any:
         yield "retry: 500\n\n"
         if replay:
-            for event in model.events(state.store, interview.id, after):  # type: ignore[arg-type]
+            for event in await in_thread(state, lambda: model.events(state.store, interview.id, after)):  # type: ignore[arg-type]
                 yield _sse(event)
             return
         async for event in hub.follow(state.store, interview.id, after):  # type: ignore[arg-type]
@@ -353,7 +355,7 @@ async def notes(
     token: str, request: Request, state: State,
     question: Annotated[str, Form(max_length=80)], text: Annotated[str, Form(max_length=20_000)] = "",
 ) -> Response:  # fmt: skip
-    interview = _host(state, token)
+    interview = await _host(state, token)
     if question not in interview.question_ids:
         raise NotFound("That question is not in this interview.")
     await _record(request, state, interview, "note", {"question": question, "text": text})
@@ -364,29 +366,29 @@ async def notes(
 
 @router.post("/interviewer/{token}/revoke")
 async def revoke(token: str, request: Request, state: State) -> Response:
-    interview = _host(state, token)
+    interview = await _host(state, token)
     assert interview.id is not None
-    if model.revoke(state.store, interview.id, state.clock()):
+    if await in_thread(state, lambda: model.revoke(state.store, interview.id, state.clock())):
         await _record(request, state, interview, "revoked", {})
     return RedirectResponse(f"/interviewer/{token}", status_code=303)
 
 
-def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
+async def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
     titles = {}
     for qid in interview.question_ids:
         loaded = snippets.resolve(state.bank, interview.snippets, qid)
         titles[qid] = title_of(loaded) if loaded else qid
-    return report(interview, _events(state, interview), titles, state.clock())
+    return report(interview, await _events(state, interview), titles, state.clock())
 
 
 @router.get("/interviewer/{token}/report")
 async def report_page(token: str, request: Request, state: State) -> Response:
-    interview = _host(state, token)
+    interview = await _host(state, token)
     return await page(
-        state, request, "interview/report.html", token=token, r=_report(state, interview)
+        state, request, "interview/report.html", token=token, r=await _report(state, interview)
     )
 
 
 @router.get("/interviewer/{token}/report.json")
 async def report_json(token: str, state: State) -> Response:
-    return JSONResponse(_report(state, _host(state, token)))
+    return JSONResponse(await _report(state, await _host(state, token)))

@@ -410,3 +410,28 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         assert bad_minutes.status_code == 400 and "whole number of minutes" in bad_minutes.text
         coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random())\n"})
         assert coin.status_code == 400 and "printed something else when run again" in coin.text
+
+
+async def test_a_slow_read_of_an_interview_holds_up_no_other_request(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interview's pages read its events in the page threads: a slow read (a PostgreSQL round
+    trip far away, a locked SQLite file) keeps the event loop answering everyone else."""
+    import threading
+    import time
+
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"], minutes=30)
+        read, release, finished = model.events, threading.Event(), {}
+
+        def slow_events(*args, **kwargs):  # type: ignore[no-untyped-def]
+            release.wait(timeout=3)  # on the event loop, this would hold every request up for 3 s
+            finished["read"] = time.monotonic()
+            return read(*args, **kwargs)
+
+        monkeypatch.setattr(model, "events", slow_events)
+        waiting = asyncio.ensure_future(client.get(f"/interview/{made.candidate_token}"))
+        await asyncio.sleep(0.1)
+        other = await client.get("/healthz")
+        finished["other"] = time.monotonic()
+        release.set()
+        assert (await waiting).status_code == 200 and other.status_code == 200
+        assert finished["other"] < finished["read"]
