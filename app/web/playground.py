@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.public_question import title_of
 from app.web.deps import Learner, State
-from app.web.render import page
+from app.web.render import in_thread, page
 
 router = APIRouter(include_in_schema=False)
 Device = Annotated[Literal["", "cpu", "cuda"], Form()]
@@ -49,7 +49,8 @@ async def playground(
         # Running an unanswered question's own code gives its answer away (what a predict-the-output
         # question prints is its answer; a multiple-choice one's code prints what its right choice
         # says): say so first.
-        reveals = bool(source.question.code) and state.status(learner, source) == "new"
+        if source.question.code:  # the learner's status read in the page threads, off the event loop
+            reveals = await in_thread(state, lambda: state.status(learner, source)) == "new"
     return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,
         reveals=reveals, source_title=title_of(source) if source else "", device=device,
