@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -263,3 +265,27 @@ class Web:
             ) as client:
                 client.app = app  # type: ignore[attr-defined]
                 yield client
+
+
+async def assert_answered_while_held(client: httpx.AsyncClient, owner: Any, name: str, slow_url: str) -> None:
+    """Holds `owner.name` (a blocking database read) for up to 3 s while `slow_url` is fetched,
+    and asserts that /healthz was answered meanwhile: the read runs off the event loop. On the
+    loop, the hold would stop every request, /healthz's too, until it ended."""
+    read, release, finished = getattr(owner, name), threading.Event(), {}
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        release.wait(timeout=3)
+        finished["read"] = time.monotonic()
+        return read(*args, **kwargs)
+
+    setattr(owner, name, held)
+    try:
+        waiting = asyncio.ensure_future(client.get(slow_url))
+        await asyncio.sleep(0.1)
+        other = await client.get("/healthz")
+        finished["other"] = time.monotonic()
+        release.set()
+        assert (await waiting).status_code == 200 and other.status_code == 200
+        assert finished["other"] < finished["read"], "the read held the event loop"
+    finally:
+        setattr(owner, name, read)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.web import KEY_FIELDS, SECRETS, Web, shown_at
+from tests.support.web import KEY_FIELDS, SECRETS, Web, assert_answered_while_held, shown_at
 
 pytestmark = pytest.mark.anyio
 
@@ -230,26 +230,5 @@ async def test_a_slow_database_read_in_the_api_holds_up_no_other_request(web: We
     """The API's database work runs in the page threads, as the pages' does: while one learner's
     /api/progress waits on a slow read (a PostgreSQL round trip far away, a locked SQLite file),
     the event loop answers everyone else."""
-    import asyncio
-    import threading
-    import time
-
     async with web.client() as c:
-        store = c.app.state.web.store  # type: ignore[attr-defined]
-        read = store.learner_data
-        release = threading.Event()
-        finished: dict[str, float] = {}
-
-        def slow_read(*args, **kwargs):  # type: ignore[no-untyped-def]
-            release.wait(timeout=3)  # on the event loop, this would hold every request up for 3 s
-            finished["read"] = time.monotonic()
-            return read(*args, **kwargs)
-
-        store.learner_data = slow_read
-        waiting = asyncio.ensure_future(c.get("/api/progress"))
-        await asyncio.sleep(0.1)
-        other = await c.get("/healthz")
-        finished["other"] = time.monotonic()
-        release.set()
-        assert (await waiting).status_code == 200 and other.status_code == 200
-        assert finished["other"] < finished["read"]
+        await assert_answered_while_held(c, c.app.state.web.store, "learner_data", "/api/progress")  # type: ignore[attr-defined]
