@@ -46,6 +46,20 @@ class TimeIsUp(AppError):
     message = "Time is up: what you did before it is with your interviewer."
 
 
+RUNS_PER_QUESTION = 100
+"""Runs of one question's code an interview keeps. Each is an event with its code (up to the
+server's snippet limit) in the interview's log, read whole by every page of it: unbounded, a
+candidate's loop grew the log, and each page, without end. A person tries a few variants."""
+
+
+class RunsUsedUp(AppError):
+    status = 429
+
+    def __init__(self, runs: int) -> None:
+        super().__init__(f"This question's code has been run {runs} times, the most one interview keeps: "
+                         "go on from what those runs showed.")  # fmt: skip
+
+
 LATE_GRACE = timedelta(seconds=15)
 """How long after the deadline a prediction or a run still counts: the one sent as the clock
 ran out, on a slow network. Past it the server refuses them (the page's countdown is the
@@ -230,6 +244,8 @@ async def _run(
         return None, TimeIsUp()
     if current.prediction is None:
         return None, NotYet()
+    if len(current.runs) >= RUNS_PER_QUESTION:
+        return None, RunsUsedUp(RUNS_PER_QUESTION)
     run, refusal = await state.learner_run(request, code)
     if run is None:
         return None, refusal

@@ -418,3 +418,24 @@ async def test_a_slow_read_of_an_interview_holds_up_no_other_request(web: Web) -
     async with web.client() as client:
         made = await _interview(client, ["po-linear-dtype"], minutes=30)
         await assert_answered_while_held(client, model, "events", f"/interview/{made.candidate_token}")
+
+
+async def test_a_question_keeps_a_bounded_number_of_runs(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run is an event holding its code, read by every page of the interview: a candidate's
+    loop grew the log, and each page, without end."""
+    from app.web import interview as interview_routes
+
+    monkeypatch.setattr(interview_routes, "RUNS_PER_QUESTION", 2)
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype"], minutes=30)
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        await client.post(cand + "/start")
+        said = await client.post(cand + "/predict", data={"output": "torch.float32", "confidence": "50"})
+        assert said.status_code == 303
+        for n in range(2):
+            ran = await client.post(cand + "/run/panel", data={"code": f"print({n})"})
+            assert ran.status_code == 200, ran.text
+        refused = await client.post(cand + "/run/panel", data={"code": "print(2)"})
+        assert refused.status_code == 429 and "has been run 2 times, the most one interview keeps" in refused.text
+        kinds = [e["kind"] for e in _events((await client.get(host + "/events", params={"replay": "true"})).text)]
+        assert kinds.count("run") == 2
