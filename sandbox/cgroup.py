@@ -307,13 +307,14 @@ def _unified_base(own: Path) -> Path | None:
        share that parent; still better than runs with no caps at all.
 
     None where nothing is writable; the first writable one where none has every cap."""
-    if _writable_dir(own) is not None and _delegate(own) == set(CAPS):
+    own_writable = _writable_dir(own) is not None
+    if own_writable and _delegate(own) == set(CAPS):
         return own
     parent = own.parent
     if (own.name == POOL_LEAF and parent.is_relative_to(ROOT) and _writable_dir(parent) is not None
             and _delegate(parent) == set(CAPS)):  # fmt: skip
         return parent
-    if _writable_dir(own) is not None and own.name != POOL_LEAF and _leaf_off(own):
+    if own_writable and own.name != POOL_LEAF and _leaf_off(own):
         return own
     writable = None
     for base in (own, *(p for p in own.parents if p.is_relative_to(ROOT))):

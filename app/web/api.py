@@ -20,7 +20,6 @@ from app.bank.load import LoadedQuestion, LoadedSet
 from app.grading import LONGEST_PREDICTION, AnswerError, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
-from app.web.answer_rate import TooManyAnswers
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
 from app.web.render import in_thread
@@ -238,18 +237,7 @@ async def submit_attempt(
         graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
-    taken = True
-    try:
-        state.take_answer(request)
-    except TooManyAnswers:
-        # A retry of an answer already stored (its response lost) gets that answer back.
-        submit_id = answer.submit_id
-        if submit_id is None or await in_thread(state, lambda: state.store.submitted(learner, submit_id)) is None:
-            raise
-        taken = False
-    saved, is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, answer.submit_id))
-    if taken and not is_new:  # an answer sent again: none counted
-        state.give_back_answer(request)
+    saved, is_new = await state.keep_answer(request, learner, loaded, graded, answer.submit_id)
     if not is_new:  # the same submit again: answer as the first time
         graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
     result, message = await state.question_run(loaded) if run else (None, None)

@@ -219,21 +219,12 @@ async def answer_form(request: Request) -> Response:
         graded = state.grade(learner, loaded, choice, output or "")
     except AnswerError as exc:  # refused before it counts against the answers per minute
         return await refused(400, str(exc))
-    try:
-        state.take_answer(request)
-    except TooManyAnswers as exc:
-        # A form sent again (a reload, a double click) whose first sending was stored is that
-        # answer, not a new one: it goes where the first went, whatever the rate.
-        earlier = await in_thread(state, lambda: state.store.submitted(learner, submit_id)) if submit_id else None
-        if earlier is None:
-            return await refused(exc.status, exc.message, exc.headers)
-        query = urlencode({"attempt": earlier.id, **({"review": review} if review else {})})
-        return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
     state.question_runs.prefetch(loaded)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
-    saved, is_new = await in_thread(state, lambda: state.record(learner, loaded, graded, submit_id or None, elapsed))
-    if not is_new:  # the form sent again: no new answer, so none counted
-        state.give_back_answer(request)
+    try:  # a form sent again (a reload, a double click) goes where its first sending went
+        saved, _is_new = await state.keep_answer(request, learner, loaded, graded, submit_id or None, elapsed)
+    except TooManyAnswers as exc:
+        return await refused(exc.status, exc.message, exc.headers)
     query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 

@@ -27,7 +27,7 @@ from app.question_runs import QuestionRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
-from app.web.answer_rate import AnswerRate
+from app.web.answer_rate import AnswerRate, TooManyAnswers
 from app.web.connections import address_key
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 from app.web.fragments import SharedFragments
@@ -55,9 +55,9 @@ class WebState:
     """Where pages' blocking work (database calls, rendering) runs (`render.in_thread`): as many
     threads as the store gains from (`Store.useful_threads`), set by the app's lifespan."""
     fragments: SharedFragments = field(default_factory=SharedFragments)
+    """Parts of pages shared by every learner, rendered once (a question's run, its cards)."""
     answer_rate: AnswerRate = field(default_factory=lambda: AnswerRate(0, 0))
     """How fast answers are taken (`app.web.answer_rate`), set by the app's lifespan."""
-    """Parts of pages shared by every learner, rendered once (a question's run, its cards)."""
     _run_dicts: dict[int, tuple[Any, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     @property
@@ -99,14 +99,27 @@ class WebState:
         learner = request.scope.get("state", {}).get("learner_id", "")
         return (f"learner:{learner}", f"address:{client_address(request)}")
 
-    def take_answer(self, request: Request) -> None:
-        """Counts an answer against its learner's and its address's rate; raises TooManyAnswers
-        (429) past either. Before grading: a refused answer is not stored."""
-        self.answer_rate.take(request.scope.get("state", {}).get("learner_id", ""), client_address(request))
-
-    def give_back_answer(self, request: Request) -> None:
-        """An answer taken that turned out to be one already stored (a form sent twice)."""
-        self.answer_rate.give_back(request.scope.get("state", {}).get("learner_id", ""), client_address(request))
+    async def keep_answer(
+        self, request: Request, learner: str, loaded: LoadedQuestion, graded: GradedAnswer,
+        submit_id: str | None = None, elapsed_s: float | None = None,
+    ) -> tuple[AttemptRow, bool]:  # fmt: skip
+        """A graded answer, counted against its learner's and its address's answers per minute
+        (`app.web.answer_rate`), then stored (`record`, in the page threads). Raises
+        TooManyAnswers (429) past either, and stores nothing. Only a new answer counts: a form or
+        an API call sent again, whose first sending was stored, gets that answer back, past the
+        rate too."""
+        address = client_address(request)
+        taken = True
+        try:
+            self.answer_rate.take(learner, address)
+        except TooManyAnswers:
+            if submit_id is None or await self.page_threads.run(lambda: self.store.submitted(learner, submit_id)) is None:
+                raise
+            taken = False
+        saved, is_new = await self.page_threads.run(lambda: self.record(learner, loaded, graded, submit_id, elapsed_s))
+        if taken and not is_new:
+            self.answer_rate.give_back(learner, address)
+        return saved, is_new
 
     def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
         """The order `learner` (a learner's id, or an interview's `interview:TOKEN`) sees a
