@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path("/sys/fs/cgroup")
+from sandbox.cgroup_place import ROOT, unified_base, writable_dir
+
 CPU_PERIOD_US = 100_000
 """The CPU cap's period, the kernel's default: `cpu_cores` x this much CPU time per this much wall
 time (v1 keeps the default cpu.cfs_period_us; v2's cpu.max names it)."""
@@ -46,16 +47,6 @@ def _own_path(controller: str | None) -> str | None:
     except OSError:
         pass
     return None
-
-
-def _writable_dir(base: Path) -> Path | None:
-    probe = base / f"ampquiz-probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-        return base
-    except OSError:
-        return None
 
 
 def kill_members(pids: set[int], members: Callable[[], set[int]]) -> None:
@@ -253,79 +244,6 @@ def _zygote_alive(pid: int) -> bool:
     return True
 
 
-CAPS = ("memory", "pids", "cpu")
-
-
-def _delegate(base: Path) -> set[str]:
-    """Turn on the caps for `base`'s children; returns those that are on."""
-    for controller in CAPS:
-        try:
-            (base / "cgroup.subtree_control").write_text(f"+{controller}")
-        except OSError:
-            pass  # processes in `base` itself (cgroup v2 lets only a leaf hold them), or not ours
-    try:
-        return set((base / "cgroup.subtree_control").read_text().split()) & set(CAPS)
-    except OSError:
-        return set()
-
-
-POOL_LEAF = "ampquiz-pool"
-"""The child of its own cgroup that the pool moves that cgroup's processes into (see below)."""
-
-
-def _leaf_off(own: Path) -> bool:
-    """Moves every process of `own` into its child POOL_LEAF, then turns the caps on for `own`'s
-    children: what a cgroup v2 service given its own cgroup is meant to do (systemd's
-    Delegate=). The processes stay inside `own`, and so under every limit set on it."""
-    try:
-        if not set(CAPS) <= set((own / "cgroup.controllers").read_text().split()):
-            return False  # not given to `own` at all: nothing done here can turn them on
-        leaf = own / POOL_LEAF
-        leaf.mkdir(exist_ok=True)
-        for pid in (own / "cgroup.procs").read_text().split():
-            try:
-                (leaf / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass  # ended meanwhile
-    except OSError:
-        return False
-    return _delegate(own) == set(CAPS)
-
-
-def _unified_base(own: Path) -> Path | None:
-    """Where run cgroups are made on cgroup v2. A v2 cgroup that holds processes cannot give its
-    children the memory or pids controller, and a server or a container's init usually sits in
-    its own: on an H200 host it did, and every run went uncapped (a CUDA run has no address-space
-    rlimit, so that left its memory uncapped). In order:
-
-    1. this process's own cgroup, where it can turn the caps on for children;
-    2. the cgroup a pool before this one left its processes' leaf in (this process started in
-       that leaf: it is the server's, or a child of a process that was moved there);
-    3. its own cgroup again, once its processes are moved into a leaf (`_leaf_off`);
-    4. the nearest writable cgroup above it that can: a run cgroup there is not counted against
-       a limit set on the pool's own (a systemd unit's MemoryMax=, say), and another pool may
-       share that parent; still better than runs with no caps at all.
-
-    None where nothing is writable; the first writable one where none has every cap."""
-    own_writable = _writable_dir(own) is not None
-    if own_writable and _delegate(own) == set(CAPS):
-        return own
-    parent = own.parent
-    if (own.name == POOL_LEAF and parent.is_relative_to(ROOT) and _writable_dir(parent) is not None
-            and _delegate(parent) == set(CAPS)):  # fmt: skip
-        return parent
-    if own_writable and own.name != POOL_LEAF and _leaf_off(own):
-        return own
-    writable = None
-    for base in (own, *(p for p in own.parents if p.is_relative_to(ROOT))):
-        if _writable_dir(base) is None:
-            continue
-        writable = writable or base
-        if _delegate(base) == set(CAPS):
-            return base
-    return writable
-
-
 class CgroupFactory:
     """Finds, once, where this host lets us create cgroups, then makes one per run."""
 
@@ -333,14 +251,14 @@ class CgroupFactory:
         self.bases: dict[str, Path] = {}
         unified = _own_path(None)
         if (ROOT / "cgroup.controllers").exists() and unified is not None:
-            base = _unified_base(ROOT / unified.lstrip("/"))
+            base = unified_base(ROOT / unified.lstrip("/"))
             if base is not None:
                 self.bases["unified"] = base
         if not self.bases:
             for controller in ("memory", "pids", "cpu"):
                 own = _own_path(controller)
                 if own is not None and (ROOT / controller).is_dir():
-                    base = _writable_dir(ROOT / controller / own.lstrip("/"))
+                    base = writable_dir(ROOT / controller / own.lstrip("/"))
                     if base is not None:
                         self.bases[controller] = base
         self._base_paths = {role: str(base) for role, base in self.bases.items()}
