@@ -38,6 +38,9 @@ MAX_REPORT_CONTAINERS = 30_000
 DRAIN_S = 0.2
 # After the report (or the report channel's end): the least time allowed for the process to end.
 EXIT_GRACE_S = 0.5
+# After the kill: the most time the cleanup waits for the runner to end before it looks at the
+# cgroup anyway (a runner with many files or much memory takes longer than usual to end).
+GONE_WAIT_S = 0.5
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: "a segmentation fault (SIGSEGV)",
@@ -113,6 +116,21 @@ class Slot:
             except OSError:
                 pass
 
+    def _await_gone(self, within_s: float = GONE_WAIT_S) -> None:
+        """Until the killed runner has ended, by its pidfd, so that its cgroup is found empty at
+        the first look: the runner is pid 1 of its namespace, and the kernel ends every other
+        process there before it lets the runner's own end be seen. Looking at the cgroup while
+        the runner was still tearing down its memory took three reads of cgroup.procs a run, with
+        a kill and a sleep between. Only a wait: the cgroup is still read, and emptied, after it."""
+        if self.pidfd is None or "pid-namespace" not in self.environment.get("protections", ()):
+            return
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        try:
+            poller.poll(within_s * 1000)
+        except OSError:
+            pass
+
     def close(self) -> None:
         """Kill, remove the cgroup, release descriptors. Idempotent: fd numbers get reused."""
         if self.closed:
@@ -120,6 +138,7 @@ class Slot:
         self.closed = True
         self.kill()
         if self.cgroup:
+            self._await_gone()
             RunCgroup.from_paths(self.cgroup).remove()
         self.sock.close()
         for fd in (self.status, self.watch, self.pidfd):
