@@ -23,6 +23,9 @@ class BankIndex:
     set_topics: dict[str, list[str]]
     """A set's topics, sorted."""
     count: int
+    versions: dict[str, tuple[LoadedQuestion, str]]
+    """Question id -> the question and its fingerprint: what a learner's rows are checked against
+    (an answer to another version of a question counts for nothing now), in one lookup."""
     starter: LoadedSet | None = None
     """Where a newcomer starts: the set with the most warm-up (difficulty 1) questions, the first
     such in the bank's order (the first set alphabetically was an advanced one)."""
@@ -54,6 +57,7 @@ def index_of(bank: Bank) -> BankIndex:
             topic_totals=dict(sorted(topics.items())),
             set_topics={s.id: sorted({q.question.topic for q in s.questions}) for s in bank.sets},
             count=len(place),
+            versions={q.id: (q, q.fingerprint) for s in bank.sets for q in s.questions},
             starter=min(bank.sets, key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions), default=None),
         )
     return cached
