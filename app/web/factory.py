@@ -24,7 +24,7 @@ from app.runs.local import LocalRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
-from app.web import api, health, interview, pages, playground, review_session, studio
+from app.web import api, health, interview, interviewer, pages, playground, review_session, studio
 from app.web.answer_rate import AnswerRate
 from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
@@ -126,4 +126,5 @@ def create_app(
     app.include_router(review_session.router)
     app.include_router(studio.router)
     app.include_router(interview.router)
+    app.include_router(interviewer.router)
     return app
