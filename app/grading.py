@@ -288,6 +288,14 @@ def grade(
         raise AnswerError("This question asks what the code prints: send the output.")
     if not output.strip():
         raise AnswerError("Type what you think it prints first.")
+    # A browser sends each line break of a text box as CR LF, where the box's own limit counted
+    # one character: 2,000 typed over 15 lines arrived as 2,015 and were refused.
+    output = output.replace("\r\n", "\n")
+    if len(output) > LONGEST_PREDICTION:
+        raise AnswerError(
+            f"That prediction is {len(output):,} characters long; the most it may be is {LONGEST_PREDICTION:,}. "
+            "Shorten it and check again."
+        )
     return GradedAnswer(
         grade_output(q, output),
         q.kind,

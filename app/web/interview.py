@@ -17,7 +17,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import LONGEST_PREDICTION, AnswerError, describe_tolerance, multiple_answers
+from app.grading import AnswerError, describe_tolerance, multiple_answers
 from app.interview import entries, model, snippets
 from app.interview.report import Progress, progress
 from app.proofs import Proof
@@ -162,7 +162,7 @@ async def predict(
     token: str, request: Request, state: State,
     confidence: Annotated[int, Form()],
     choice: Annotated[list[int], Form()] = [],  # noqa: B006 (FastAPI copies defaults)
-    output: Annotated[str | None, Form(max_length=LONGEST_PREDICTION)] = None,
+    output: Annotated[str | None, Form()] = None,  # its length is checked by `grade`, which keeps it
 ) -> Response:  # fmt: skip
     interview = await by_candidate_token(state, token)
     done = progress(interview, await events_of(state, interview))

@@ -20,7 +20,6 @@ from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.schema import MultipleChoiceQuestion
 from app.bank_index import BankIndex, index_of
 from app.grading import (
-    LONGEST_PREDICTION,
     AnswerError,
     describe_tolerance,
     multiple_answers,
@@ -194,7 +193,7 @@ async def answer_form(request: Request) -> Response:
         return values[-1] if values and values[-1] != "" else None  # as FastAPI: empty is absent
 
     choice = [int(as_int("form", "choice", v) or 0) for v in fields.get("choice", []) if v != ""]
-    output = at_most("form", "output", one("output"), LONGEST_PREDICTION)
+    output = one("output")  # its length is checked by `grade`: a refusal keeps it in the form
     submit_id = printable("form", "submit_id", at_most("form", "submit_id", one("submit_id"), 64))
     shown_at = as_float("form", "shown_at", one("shown_at"))
     review = digits("form", "review", one("review"))

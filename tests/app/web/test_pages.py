@@ -109,6 +109,29 @@ async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web:
         assert "Right!" in text_of(page)
 
 
+async def test_a_long_prediction_over_many_lines_is_taken_and_one_too_long_comes_back_as_typed(web: Web) -> None:
+    """A browser sends each line break of the prediction box as CR LF, where the box's own limit
+    (maxlength) counted one character: 2,000 characters over 15 lines arrived as 2,015 and were
+    refused with a bare 422 page, the text lost. One really too long is refused on the question
+    page itself, with what was typed still in the box."""
+    import html
+
+    typed = "\r\n".join(["x" * 124] * 16)  # 16 lines: 1,984 characters and 15 line breaks
+    assert len(typed.replace("\r\n", "\n")) == 1999 and len(typed) == 2014
+    async with web.client() as c:
+        r = await c.post("/questions/po-linear-dtype", data={"output": typed})
+        assert r.status_code == 303, r.text[:300]
+        page = (await c.get(r.headers["location"])).text
+        assert "Not quite" in text_of(page)
+
+        too_long = typed + "\r\n" + "y" * 40
+        r = await c.post("/questions/po-linear-dtype", data={"output": too_long})
+        assert r.status_code == 400
+        assert "That prediction is 2,040 characters long; the most it may be is 2,000." in html.unescape(r.text)
+        textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
+        assert textarea and html.unescape(textarea.group(1)).replace("\r\n", "\n") == too_long.replace("\r\n", "\n")
+
+
 async def test_multiple_choice_form_feedback_for_the_pick(web: Web) -> None:
     async with web.client() as c:
         r = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 2)}, follow_redirects=True)
