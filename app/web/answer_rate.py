@@ -29,7 +29,7 @@ class TooManyAnswers(AppError):
 
     def __init__(self, retry_after_s: int, whose: str) -> None:
         said = (
-            f"That is faster than anyone reads: wait {retry_after_s} s, then send your answer again."
+            f"You have sent more answers in the last minute than one learner may: wait {retry_after_s} s, then send your answer again."
             if whose == "learner"
             else f"Your network has sent more answers in the last minute than a class does: wait {retry_after_s} s, "
             "then send your answer again."

@@ -88,9 +88,11 @@ async def review_done(request: Request, state: State, learner: Learner, since: S
                 "next": review.humanise_delta(card.due_utc, standing.now) if card else "",
             }
         rows = list(reviewed.values())
+        later = [item for item in standing.queue_items() if not item.is_due]
         return render_page(
             state, request, "review_done.html", rows=rows, right=sum(r["correct"] for r in rows),
-            still_due=len(due_now(state, learner, standing)), since=since,
+            still_due=len(due_now(state, learner, standing)), since=since, later=len(later),
+            next_due=review.humanise_delta(later[0].due, standing.now) if later else "",
         )  # fmt: skip
 
     return await in_thread(state, build)

@@ -139,6 +139,20 @@ def test_the_theme_toggle_is_remembered(browser: Browser, live: Server) -> None:
         context.close()
 
 
+def test_the_theme_button_follows_the_system_while_the_page_is_open(browser: Browser, live: Server) -> None:
+    """With no theme chosen here, the page follows the system's scheme, even as it changes; the
+    button's words went on offering "Dark theme" on a page already dark."""
+    context = browser.new_context(color_scheme="light", base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto("/")
+        assert page.get_by_role("button", name="Switch to the dark theme").is_visible()
+        page.emulate_media(color_scheme="dark")
+        assert page.get_by_role("button", name="Switch to the light theme").inner_text() == "Light theme"
+    finally:
+        context.close()
+
+
 def test_choices_by_key_and_focus_on_the_verdict(browser: Browser, live: Server) -> None:
     context = browser.new_context(base_url=live.url)
     page = context.new_page()

@@ -218,6 +218,10 @@
     }
     button.hidden = false;
     label();
+    // Following the system (no theme chosen here), the page turns when the system does: the
+    // button's words must turn with it, or a dark page offers "Dark theme".
+    const system = window.matchMedia("(prefers-color-scheme: dark)");
+    if (system.addEventListener) system.addEventListener("change", label);
     button.addEventListener("click", function () {
       const next = current() === "dark" ? "light" : "dark";
       root.dataset.theme = next;

@@ -81,7 +81,7 @@ async def test_the_page_refuses_an_answer_past_the_rate_and_keeps_what_was_typed
         typed = "torch.float16 torch.Size([1, 2])\n<b>second line</b>"
         r = await c.post("/questions/po-linear-dtype", data={"output": typed})
         assert r.status_code == 429 and r.headers["retry-after"] == "30"
-        assert "faster than anyone reads: wait 30 s" in html.unescape(r.text)
+        assert "more answers in the last minute than one learner may: wait 30 s" in html.unescape(r.text)
         textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
         assert textarea and html.unescape(textarea.group(1)) == typed
         picked = await form_at(c, "mc-half-dtype", 1)

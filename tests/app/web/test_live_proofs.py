@@ -185,7 +185,7 @@ def test_a_cuda_answer_does_not_count_on_a_question_about_the_cpu(live: Server) 
         assert c.get(f"/api/questions/{q.id}").json()["asks_about"] == "cpu"
         assert attempt(c, q.id, output=cuda_says).json()["correct"] is False
         assert attempt(c, q.id, output=q.question.answer).json()["correct"] is True
-        assert "This question is about running on the CPU" in c.get(f"/questions/{q.id}").text
+        assert "The answer is what happens on the CPU" in c.get(f"/questions/{q.id}").text
         # After answering, the CUDA output is shown for comparison, and said to be the author's:
         # no CUDA run here, nor a CUDA record, proved it.
         page = c.get(f"/questions/{q.id}").text

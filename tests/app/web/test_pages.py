@@ -350,6 +350,9 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         done = (await c.get(nxt.headers["location"])).text
         assert "You reviewed 3 questions: 3 right." in done
         assert done.count("next review in") == 3  # each rescheduled, none due now
+        # Not a dead end: when the rest comes back, and a way back to practising.
+        assert re.search(r"3 more come back for review later, the first in \d+ (minutes|hours|days)", text_of(done))
+        assert '<a class="button primary" href="/">Back to practice</a>' in done
         assert "Nothing is due" in (await c.get("/review")).text
         queue = (await c.get("/api/progress")).json()["review"]
         assert all(not r["is_due"] for r in queue) and len(queue) == 3
