@@ -56,7 +56,8 @@ def watch(pid: int) -> int | None:
 
 def exit_status_while_exiting(handle: int | None) -> int | None:
     """The wait status of the watched process once it is exiting, as the kernel holds it
-    (/proc/PID/stat, field 52); None while it still runs, or where the kernel will not say.
+    (/proc/PID/stat, field 52); None while it still runs (any thread of it: field 20), or where the
+    kernel will not say.
 
     The kernel sets it at the start of exit, before it tears down the address space (about 2 ms
     for a process that mapped torch, then about 1 ms of namespaces and cgroup), so the pool
@@ -71,6 +72,11 @@ def exit_status_while_exiting(handle: int | None) -> int | None:
         data = os.pread(handle, 4096, 0)
         fields = data[data.rindex(b")") + 2 :].split()  # from the third on: state, ppid, ...
         if not int(fields[6]) & _PF_EXITING:
+            return None
+        # Those are the main thread's: it can end alone (SYS_exit, not exit_group) with a code of
+        # its choosing while another thread runs on. The process has ended when one thread is
+        # left to count (the exiting main thread itself).
+        if int(fields[17]) > 1:
             return None
         status = int(fields[49])
     except (OSError, ValueError, IndexError):

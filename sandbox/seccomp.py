@@ -165,6 +165,7 @@ REFUSED_FCNTL = {
 """fcntl(fd, cmd, ...) refused for these commands."""
 
 POSIX_FADV_DONTNEED = 4
+RWF_NOWAIT = 0x8
 
 REFUSED_IOCTL_RANGES = (0x8900, 0x8B00)
 """ioctl(fd, request, ...) refused for the 256 requests from each (see `_refusals`)."""
@@ -273,6 +274,11 @@ def _refusals(rule: Rule) -> None:
     rule("open", eperm, (1, _CMP_MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
     rule("openat", eperm, (2, _CMP_MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
     rule("fadvise64", eperm, (3, _CMP_EQ, POSIX_FADV_DONTNEED, 0))
+    # preadv2(..., RWF_NOWAIT) fails rather than wait for the disk: on a shared read-only file it
+    # said whether another run had just read it (its pages in the cache), the leak that inotify,
+    # F_NOTIFY and leases are refused for. Without the flag a read is a read.
+    for call in ("preadv2", "pwritev2"):
+        rule(call, eperm, (5, _CMP_MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))
     rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
     rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
     # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.

@@ -91,6 +91,22 @@ def test_forged_report_then_running_on_is_stopped_at_wall_time(sb: Sandbox) -> N
     assert_still_works(sb)
 
 
+def test_forged_report_then_only_the_main_thread_ending_is_stopped_at_wall_time(sb: Sandbox) -> None:
+    """The main thread alone ends (SYS_exit, not exit_group) with the ok-code after a forged report,
+    while another thread runs on: the kernel shows the main thread exiting with that code, and the
+    report was believed at once (an attacker's review, 'ok' in 7 ms). A process has ended only when
+    its last thread has."""
+    r = forged(sb, """
+        forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
+        import ctypes, threading, time
+        threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+        ctypes.CDLL(None).syscall(60, 80)  # SYS_exit: this thread only
+    """, limits=Limits(wall_s=2))
+    assert r.status == "timeout", r
+    assert "report was set aside" in r.message
+    assert_still_works(sb)
+
+
 def test_forged_report_cannot_claim_an_ending_it_did_not_have(sb: Sandbox) -> None:
     """timeout, killed, output_limit and memory-by-OOM are observed by the pool, never told."""
     r = forged(sb, """

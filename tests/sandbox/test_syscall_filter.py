@@ -364,8 +364,8 @@ def test_the_zygote_makes_the_runs_sockets_outside_the_hosts_network_namespace(s
 
 def test_cant_read_past_the_page_cache_or_drop_it_for_everyone(sb: Sandbox) -> None:
     """O_DIRECT reads of the read-only mounts went to the host's disk at 1 GB/s (an attacker's
-    review), and POSIX_FADV_DONTNEED drops shared files from the cache. Both refused; a plain
-    open and read, and other advice, still work."""
+    review), POSIX_FADV_DONTNEED drops shared files from the cache, and RWF_NOWAIT tells whether
+    they are in it. All refused; a plain open and read, and other advice, still work."""
     out = run(sb, """
         import os
         path = os.__file__
@@ -383,7 +383,14 @@ def test_cant_read_past_the_page_cache_or_drop_it_for_everyone(sb: Sandbox) -> N
             except OSError as e:
                 print(advice, errno.errorcode[e.errno])
         print("openat2:", call(437, -100, text(path.encode()), 0, 0))
+        # RWF_NOWAIT: a read that fails rather than wait for the disk said whether another run
+        # had just read a shared file (an attacker's review). Without the flag, preadv2 reads.
+        for flags in (os.RWF_NOWAIT, 0):
+            try:
+                print("preadv2", flags, os.preadv(fd, [bytearray(10)], 0, flags))
+            except OSError as e:
+                print("preadv2", flags, errno.errorcode[e.errno])
     """)
     assert out == ("direct: EPERM\nplain: 10\nPOSIX_FADV_DONTNEED EPERM\nPOSIX_FADV_SEQUENTIAL ok\n"
-                   "openat2: ENOSYS\n"), out  # fmt: skip
+                   "openat2: ENOSYS\npreadv2 8 EPERM\npreadv2 0 10\n"), out  # fmt: skip
     assert_still_works(sb)
