@@ -69,8 +69,11 @@ async def home(request: Request) -> Response:
         sets = [{"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]} for s in shown]
         due = standing.due_count()
         next_set, continuing = _where_next(standing, index)
+        # The button leads to the set's first question not yet answered, not to the set's list:
+        # one tap fewer on the way in (a newcomer's walk).
+        next_question = next((q for q in next_set.questions if standing.status(q.id) == "new"), None) if next_set else None
         return render_page(
-            state, request, "home.html", sets=sets, next_set=next_set, continuing=continuing,
+            state, request, "home.html", sets=sets, next_set=next_set, continuing=continuing, next_question=next_question,
             topics=standing.topics(), due=due, bank=bank, page_number=page_number, pages=pages,
             set_count=len(bank.sets), first_shown=(page_number - 1) * SETS_PER_PAGE + 1,
         )  # fmt: skip

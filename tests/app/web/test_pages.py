@@ -34,12 +34,17 @@ async def test_home_lists_sets_topics_and_counts(web: Web) -> None:
 
 async def test_home_says_where_to_start_then_where_to_go_on(web: Web) -> None:
     async with web.client() as c:
-        home = text_of((await c.get("/")).text)
+        page = (await c.get("/")).text
+        home = text_of(page)
         assert "Start with “Basics for tests”" in home
+        # Straight to the set's first question, not to its list: one tap fewer on the way in.
+        assert re.search(r'href="/questions/po-linear-dtype">Start with', page)
         assert "New to mixed precision?" in home and "GradScaler Multiplies the loss" in home  # a primer, folded
         await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)})
-        words = text_of((await c.get("/")).text)
+        page = (await c.get("/")).text
+        words = text_of(page)
         assert "Continue with “Basics for tests”" in words and "Start with" not in words
+        assert re.search(r'href="/questions/po-linear-dtype">Continue with', page)  # the first not answered
 
 
 async def test_half_of_a_many_answer_question_says_how_far_it_got(web: Web) -> None:
