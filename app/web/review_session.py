@@ -60,6 +60,13 @@ async def review_start(request: Request, state: State, learner: Learner) -> Resp
     return await in_thread(state, build)
 
 
+@router.get("/review/start")
+async def review_begin(state: State) -> Response:
+    """A review session begun from another page's "Review now": straight to its first due
+    question (the overview at /review had a second "Review now" to press)."""
+    return RedirectResponse(f"/review/next?since={int(state.clock().timestamp())}", status_code=303)
+
+
 @router.get("/review/next")
 async def review_next(request: Request, state: State, learner: Learner, since: Since) -> Response:
     due = await in_thread(state, lambda: due_now(state, learner))

@@ -334,6 +334,11 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         web.clock.advance(minutes=11)
         home = (await c.get("/")).text
         assert "Review now: 3 due" in home
+        # From the home page, straight into the session's first due question.
+        begun = await c.get("/review/start")
+        first = await c.get(begun.headers["location"])
+        assert begun.status_code == 303 and first.headers["location"].startswith("/questions/")
+        assert 'href="/review/start">Review now: 3 due' in (await c.get("/")).text
         start = (await c.get("/review")).text
         since = re.search(r'href="/review/next\?since=([^"]+)"', start).group(1)
         seen = []
