@@ -89,6 +89,7 @@ class Standing:
         # One pass over what the learner answered, each question and its fingerprint looked up in
         # the bank's index once: a progress page of a learner who answered the whole bank (175
         # questions) spent 220 us here when each row looked the question up, then its fingerprint.
+        # `_as_now`'s check is written out in both loops: a call per row cost 16 us more.
         self.index = index_of(self.bank)
         versions = self.index.versions
         self.last = last = {}

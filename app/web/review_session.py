@@ -49,7 +49,7 @@ def due_now(state: WebState, learner: str, standing: Standing | None = None) -> 
 
 
 @router.get("/review")
-async def review_start(request: Request, state: State, learner: Learner) -> Response:
+async def review_overview(request: Request, state: State, learner: Learner) -> Response:
     def build() -> Response:
         standing = state.standing(learner, recent=0)
         due = due_now(state, learner, standing)
