@@ -111,7 +111,7 @@ class ProofBook:
         return None
 
     def runnable_here(self, loaded: LoadedQuestion) -> bool:
-        return skip_reason(loaded.question, self.device) is None
+        return skip_reason(loaded.question, self.device, self.torch_version) is None
 
     def proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
         """What proves this question's key; kept on the question until the records or this

@@ -14,12 +14,39 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=False)]
 Device = Literal["cpu", "cuda"]
 Requires = Literal["cpu", "cuda", "any"]
+
+
+def _torch_range(text: str) -> str:
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        raise ValueError(f"{text!r} is not a version range such as '>=2.12' or '>=2.4,<2.12'") from None
+    return text
+
+
+TorchRange = Annotated[str, AfterValidator(_torch_range)]
+
+
+def torch_in_range(torch_range: str | None, torch_version: str) -> bool:
+    """Whether a torch version ("2.11.0", "2.13.0+cu130") is one whose behaviour a question's
+    key states (no range: every version)."""
+    if not torch_range or not torch_version:
+        return True
+    return SpecifierSet(torch_range).contains(torch_version.split("+")[0], prereleases=True)
 
 
 class Strict(BaseModel):
@@ -89,6 +116,12 @@ class QuestionBase(Strict):
         description="The device the question asks about (its answer is what the code does there). "
         "Default: the one `requires` names, else cpu. Per-device answers for other devices are "
         "shown after answering but never count as right.",
+    )
+    torch_versions: TorchRange | None = Field(
+        None,
+        description="The torch releases whose behaviour the key states, as a version range "
+        "(`>=2.12`), where a release changed what the code does. A host with another torch never runs "
+        "it to prove the key: its record says why it was not run.",
     )
 
     @property

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app.bank.load import AnyQuestion, LoadedQuestion
-from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion
+from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion, torch_in_range
 from app.grading import normalise_output, spelled_otherwise
 from sandbox import Limits, RunResult, Sandbox
 from sandbox.result import TRANSIENT
@@ -43,11 +43,14 @@ class KeyCheck:
         return asdict(self)
 
 
-def skip_reason(question: AnyQuestion, device_kind: str) -> str | None:
+def skip_reason(question: AnyQuestion, device_kind: str, torch_version: str = "") -> str | None:
     if not question.code:
         return "no code to run (conceptual question)"
     if question.requires == "cuda" and device_kind != "cuda":
         return "needs a CUDA GPU; this host has none"
+    if not torch_in_range(question.torch_versions, torch_version):
+        # A release changed what the code does: a run on another one says nothing of the key.
+        return f"its key is what torch {question.torch_versions} does; this host runs torch {torch_version}"
     asked = question.device
     if asked is not None and asked != device_kind:
         # The question says which device it asks about: a run here says what this device does
@@ -199,9 +202,10 @@ def verify_questions(
 ) -> list[KeyCheck]:
     """Run and check each question; outcomes come back in the bank's order."""
     device = sandbox.environment.get("device_kind", "cpu")
+    torch_version = sandbox.environment.get("torch_version", "")
 
     def one(loaded: LoadedQuestion) -> KeyCheck:
-        reason = skip_reason(loaded.question, device)
+        reason = skip_reason(loaded.question, device, torch_version)
         if reason:
             outcome = KeyCheck(loaded.id, loaded.set_id, "skip", device=device, reason=reason)
         else:

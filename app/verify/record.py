@@ -32,9 +32,9 @@ def question_hash(question: AnyQuestion) -> str:
     data = question.model_dump(
         mode="json",
         include={"code", "requires", "device", "kind", "answer", "accept", "tolerance", "device_answers",
-                 "expect", "device_expect"},
+                 "expect", "device_expect", "torch_versions"},
     )  # fmt: skip
-    for later in ("device", "tolerance"):
+    for later in ("device", "tolerance", "torch_versions"):
         if data.get(later) is None:
             data.pop(later, None)
     if question.kind == "multiple_choice":  # which choice is right, and what each says the run does
@@ -80,6 +80,8 @@ class Verification:
     torch_version: str = ""
     device_name: str = ""
     date: str = ""
+    reason: str = ""
+    """Why it was not run there (a `skip`)."""
 
     @property
     def label(self) -> str:
@@ -96,7 +98,8 @@ class Verification:
         if self.result == "fail":
             return f"running it on {device} contradicted the key (torch {self.torch_version}, {self.date})"
         if self.result == "skip":
-            return f"not run on {device} ({self.date})"
+            why = f": {self.reason}" if self.reason else ""
+            return f"not run on {device}{why} ({self.date})"
         return f"not yet verified on {device}"
 
 
@@ -136,8 +139,9 @@ def verifications(records: list[Record], loaded: LoadedQuestion) -> list[Verific
             result = "stale"
         env = rec.environment
         out.append(
-            Verification(device, result, env.get("torch_version", ""), env.get("device_name", ""), env.get("date", "")[:10])
-        )
+            Verification(device, result, env.get("torch_version", ""), env.get("device_name", ""), env.get("date", "")[:10],
+                         entry.get("reason", "") if result == "skip" else "")
+        )  # fmt: skip
     return out
 
 

@@ -236,3 +236,12 @@ def test_a_right_choice_far_longer_than_every_wrong_one_is_warned_about(tmp_path
                     "is the one to pick: move its detail into its `why`, or give the wrong ones as much")], said  # fmt: skip
     write(tmp_path, "long.yaml", SWAPPED, 2_000_000_000)  # as long as the others: nothing said
     assert not [w for w in load_bank(tmp_path).warnings if "times as long" in w.message]
+
+
+def test_a_torch_range_that_is_no_version_range_is_a_problem_at_its_line() -> None:
+    text = one_question("ranged", "r").replace('    answer: "1"\n', '    answer: "1"\n    torch_versions: "2.12 or later"\n')
+    loaded, problems = load_text(text, "x", "x.yaml")
+    assert loaded is None or not loaded.questions, problems
+    assert [(p.line, "'2.12 or later' is not a version range" in p.message) for p in problems] == [(11, True)], problems
+    loaded, problems = load_text(text.replace("2.12 or later", ">=2.12"), "x", "x.yaml")
+    assert problems == [] and loaded is not None and loaded.questions[0].question.torch_versions == ">=2.12"

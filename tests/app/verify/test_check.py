@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.bank.schema import Expect
-from app.verify.check import check_expect, printed_contains
+from app.bank.schema import Expect, PredictOutputQuestion
+from app.verify.check import check_expect, printed_contains, skip_reason
 from sandbox import RunResult
 
 
@@ -25,3 +25,17 @@ def test_a_key_that_only_a_longer_word_matches_fails() -> None:
     problems, _ = check_expect(Expect(stdout_contains=["float16"]), run)
     assert problems == ["printed text does not contain 'float16'"]
     assert check_expect(Expect(stdout_contains=["bfloat16"]), run)[0] == []
+
+
+def test_a_key_a_torch_release_changed_is_proved_only_by_a_run_on_the_releases_it_names() -> None:
+    """On torch 2.11 (an H200) nn.RMSNorm under CUDA autocast printed float16, 2.12 put rms_norm on
+    the float32 list: a run on 2.11 contradicted a key right for the pinned 2.13, and a question
+    runnable there would have been recorded as failed. It is not run there, and the record says why."""
+    question = PredictOutputQuestion(
+        id="q", topic="t", difficulty=1, prompt="p", explanation="e", source="s", kind="predict_output",
+        code="print(1)", answer="1", requires="cuda", torch_versions=">=2.12",
+    )  # fmt: skip
+    assert skip_reason(question, "cuda", "2.11.0") == "its key is what torch >=2.12 does; this host runs torch 2.11.0"
+    for newer in ("2.12.0", "2.13.0", "2.13.0+cu130", "2.14.0.dev20261101"):
+        assert skip_reason(question, "cuda", newer) is None, newer
+    assert skip_reason(question.model_copy(update={"torch_versions": None}), "cuda", "2.11.0") is None

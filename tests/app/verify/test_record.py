@@ -88,3 +88,15 @@ async def test_the_pages_treat_the_same_entries_as_stale(web: Web) -> None:
         fresh = (await c.get("/questions/mc-half-dtype")).text
         assert "verified by running on CPU · torch 2.13.0 · 2026-11-01" in fresh
         assert "out of date" not in fresh
+
+
+def test_a_question_not_run_on_a_device_says_why_beside_it(tmp_path: Path) -> None:
+    folder = bank_with_record(tmp_path / "bank", stale=set())
+    path = folder / "verified" / "cpu-torch2.13.0.json"
+    data = json.loads(path.read_text())
+    data["results"]["mc-half-dtype"].update(result="skip", reason="its key is what torch >=2.14 does; this host runs torch 2.13.0")
+    path.write_text(json.dumps(data))
+    loaded = load_bank(folder).question("mc-half-dtype")
+    assert loaded is not None
+    cpu = verifications(load_records(folder), loaded)[0]
+    assert cpu.label == "not run on CPU: its key is what torch >=2.14 does; this host runs torch 2.13.0 (2026-11-01)"

@@ -64,7 +64,9 @@ questions:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     work = tmp_path_factory.mktemp("live")
     bank = work / "bank"
-    shutil.copytree(BANK, bank)
+    # Without the committed CUDA record: a CPU server whose CUDA keys no run has proved yet (what
+    # an instructor's new CUDA question is). The record's own proofs: test_a_committed_cuda_record_...
+    shutil.copytree(BANK, bank, ignore=lambda folder, names: [n for n in names if n.startswith("cuda-") and n.endswith(".json")])
     server = Server(work, bank=bank)
     server.start()
     try:
@@ -243,3 +245,26 @@ def test_every_page_says_what_proved_its_answers(live: Server) -> None:
             answered = c.post(f"/questions/{qid}", data={"output": "a guess", "submit_id": submit_id}, follow_redirects=True)
             said = "Graded by the author's answer: no run on CUDA has proved it yet" in html.unescape(answered.text)
             assert said is unproved, (qid, answered.text[:2000])
+
+
+def test_a_committed_cuda_record_proves_cuda_answers_on_a_cpu_server(tmp_path: Path) -> None:
+    """With the CUDA record (run on a GPU), a CPU server's pages say what proved a CUDA key and
+    no longer call it the author's alone; a key that record did not run says why."""
+    records = sorted((BANK / "verified").glob("cuda-*.json"))
+    assert records, "no CUDA record is committed"
+    bank = tmp_path / "bank"
+    shutil.copytree(BANK, bank)
+    server = Server(tmp_path, bank=bank)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            cuda_only = first(PredictOutputQuestion, lambda q: q.requires == "cuda" and not q.torch_versions)
+            page = c.get(f"/questions/{cuda_only.id}").text
+            assert "verified on CUDA · NVIDIA" in page and "not yet verified on CUDA" not in page
+            submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
+            answered = c.post(f"/questions/{cuda_only.id}", data={"output": "a guess", "submit_id": submit_id}, follow_redirects=True)
+            assert "Graded by the author's answer" not in html.unescape(answered.text)
+            later = first(PredictOutputQuestion, lambda q: q.requires == "cuda" and bool(q.torch_versions))
+            assert "not run on CUDA: its key is what torch >=" in html.unescape(c.get(f"/questions/{later.id}").text)
+    finally:
+        server.stop()
