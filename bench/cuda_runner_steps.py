@@ -12,6 +12,12 @@ read back with .item(), a float16 matmul through cuBLAS, a pinned copy), at once
 idling as a prepared runner does. The first step whose line fails is the one to fix; the last line
 lists the calls the allow-list would have refused, as the kernel logged them.
 
+Seen on an H200 (torch 2.11.0+cu130, 2026-11-27): every line passed but two. Closing the driver's
+descriptors ("close-all": "unspecified launch failure"), and a pid namespace without a /proc of its
+own ("pidns" alone: CUDA could not even count the devices, error 304, "OS call failed or operation
+not supported on this OS"; a runner mounts its own /proc, and "pidns + root" passed). A runner now
+keeps every descriptor starting CUDA opened, and its snippets ran.
+
 Usage (root, on the CUDA host): `python bench/cuda_runner_steps.py` (`--device cpu` runs the same
 steps on a CPU host, to check the script itself)
 """
@@ -37,7 +43,7 @@ from sandbox.cgroup import CgroupFactory, RunCgroup
 UID = 200_777
 PR_SET_DUMPABLE = 4
 ACT_LOG = 0x7FFC0000  # SECCOMP_RET_LOG: allowed, and the kernel logs the call (dmesg)
-IDLE_S = 3.0
+IDLE_S = 2.0
 DEVICE = "cpu" if "--device=cpu" in sys.argv or sys.argv[-2:] == ["--device", "cpu"] else "cuda"
 
 
@@ -66,6 +72,11 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
     facts: dict = {"steps": steps}
     try:
         cg = cgroups.join(f"ampquiz-steps-{os.getpid()}") if cgroups.available and "cgroup" in steps else None
+        if "root-sys-pci" in steps or "root-sys-cpu" in steps:  # a narrower /sys than the runners' now
+            pci = tuple(str(p) for p in Path("/sys/devices").glob("pci*"))
+            module = tuple(str(p) for p in Path("/sys/module").glob("nvidia*"))
+            filesystem.SYS_CUDA = (*filesystem.SYS_CPU, "/sys/bus/pci", *pci, *module) if "root-sys-pci" in steps else filesystem.SYS_CPU
+            steps = [*steps, "root"]
         if "root" in steps:  # before CUDA starts, as in a runner: its namespaces and its own root
             isolation.enter_namespaces()
             keep = [*visible.allowed_paths(), *gpu_probe.probe()["driver_dirs"]]
@@ -120,6 +131,7 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
         except OSError as exc:
             facts["comm"] = f"not writable ({exc.strerror})"
         facts["result"] = _ops()
+        facts["pid"] = os.getpid()
         time.sleep(IDLE_S)  # a prepared runner waits for its code: the driver's threads run on
         facts["result"] += ", after idling: " + _ops()
     except BaseException as exc:  # noqa: BLE001 - the report is the point
@@ -132,7 +144,10 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
 VARIANTS = [
     [], ["uid-first"], ["uid"], ["uid", "dumpable"], ["nondumpable"], ["close-all"], ["close-keep-cuda"], ["seccomp"], ["core"], ["rlimits"],
     ["memlock-64k"], ["cgroup"], ["root"], ["allow-list"], ["refusals"], ["allow-list-logged"],
+    ["pidns"], ["pidns", "root"], ["pidns", "root", "uid-first"],
+    ["root-sys-pci"], ["root-sys-cpu"],  # what of /sys CUDA needs: the PCI tree and the driver's modules, or none of it
     ["cgroup", "root", "uid-first", "close-keep-cuda", "core", "seccomp", "rlimits"],  # the runner's order
+    ["pidns", "cgroup", "root", "uid-first", "close-keep-cuda", "core", "seccomp", "rlimits"],  # and its pid namespace
 ]  # fmt: skip
 
 
@@ -141,13 +156,20 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, uid {os.geteuid()}")
     cgroups = CgroupFactory()
+    global own_pidns
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    print(f"kernel {os.uname().release}")
     print(f"cgroup caps: {cgroups.features or 'none'}")
     for steps in VARIANTS:
         r, w = os.pipe()
+        # "pidns": forked as a runner is, into a new pid namespace whose pid 1 it is
+        in_pidns = "pidns" in steps and isolation.new_pid_namespace_for_next_child()
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            child(steps, cgroups, w)
+            child([s for s in steps if s != "pidns"] + ([f"pidns(pid {os.getpid()})"] if in_pidns else []), cgroups, w)
+        if in_pidns:
+            isolation.enter_pid_namespace_for_children(own_pidns)
         os.close(w)
         data = b""
         while chunk := os.read(r, 65536):

@@ -195,7 +195,10 @@ def main() -> None:
     ap.add_argument("--base", default=BASE, help=f"revision whose sandbox to compare with, or 'none' (default {BASE})")
     ap.add_argument("--rounds", type=int, default=4, help="turns each pool takes (throughput and warm blocks)")
     ap.add_argument("--seconds", type=float, default=4.0, help="throughput seconds per turn")
-    ap.add_argument("--warm", type=int, default=25, help="warm runs per turn, 0.2 s apart, then as many back to back")
+    ap.add_argument("--warm", type=int, default=25, help="warm runs per turn, --pause apart, then as many back to back")
+    ap.add_argument("--pause", type=float, default=None,
+                    help="seconds between warm runs (default 0.2 on cpu, 1.0 on cuda, where preparing a runner "
+                    "starts a CUDA context: runs 0.2 s apart outpaced 4 workers' preparation and timed the wait)")
     ap.add_argument("--cold", type=int, default=5)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the snippet runs (default cpu)")
     ap.add_argument("--workers", type=int, default=2, help="the pool's workers, each kept busy by a client (default 2)")
@@ -205,6 +208,8 @@ def main() -> None:
         return serve(args.serve, args.device, args.workers)
     if args.device == "cuda":
         args.base = "none"  # the base's targets were set on the CPU
+    if args.pause is None:
+        args.pause = 1.0 if args.device == "cuda" else 0.2
     sys.path.insert(0, str(REPO))
     from bench._stats import line, p50, percentile
 
@@ -230,8 +235,8 @@ def main() -> None:
                 for name in names if r % 2 == 0 else names[::-1]:
                     pool, got = pools[name], samples[name]
                     got["tp"].append(pool.ask(f"throughput {args.seconds}"))
-                    time.sleep(1.0)  # let this pool's runners be prepared again before it is timed
-                    got["warm"] += pool.ask(f"warm {args.warm} 0.2")
+                    time.sleep(1.0 + 2 * args.pause)  # let this pool's runners be prepared again before it is timed
+                    got["warm"] += pool.ask(f"warm {args.warm} {args.pause}")
                     got["back"] += pool.ask(f"warm {args.warm} 0.0")
                     time.sleep(1.0)  # and let it settle before the other pool is measured
             huge = {n: pools[n].hello["huge_mib"] for n in names}
@@ -255,7 +260,7 @@ def main() -> None:
         label = "this tree" if name == "now" else f"base {args.base}"
         per_turn = ", ".join(f"{t['runs'] / t['s']:.1f}" for t in s["tp"])
         print(f"{label}:")
-        print(line(f"  warm p50 ({len(s['warm'])} runs, 0.2 s apart)", f"{p50(s['warm']):8.2f} ms"))
+        print(line(f"  warm p50 ({len(s['warm'])} runs, {args.pause:g} s apart)", f"{p50(s['warm']):8.2f} ms"))
         print(line("  warm p90 / p99", f"{percentile(s['warm'], 90):8.2f} ms / {percentile(s['warm'], 99):.2f} ms"))
         print(line("  warm p50, back to back", f"{p50(s['back']):8.2f} ms"))
         print(line(f"  runs/s, {args.workers} workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
