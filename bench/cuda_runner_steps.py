@@ -131,7 +131,6 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
         except OSError as exc:
             facts["comm"] = f"not writable ({exc.strerror})"
         facts["result"] = _ops()
-        facts["pid"] = os.getpid()
         time.sleep(IDLE_S)  # a prepared runner waits for its code: the driver's threads run on
         facts["result"] += ", after idling: " + _ops()
     except BaseException as exc:  # noqa: BLE001 - the report is the point
@@ -156,18 +155,17 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, uid {os.geteuid()}")
     cgroups = CgroupFactory()
-    global own_pidns
-    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    own_pidns = isolation.open_own_pid_namespace()  # as the zygote keeps it, to return to after each fork
     print(f"kernel {os.uname().release}")
     print(f"cgroup caps: {cgroups.features or 'none'}")
     for steps in VARIANTS:
         r, w = os.pipe()
         # "pidns": forked as a runner is, into a new pid namespace whose pid 1 it is
-        in_pidns = "pidns" in steps and isolation.new_pid_namespace_for_next_child()
+        in_pidns = "pidns" in steps and own_pidns is not None and isolation.new_pid_namespace_for_next_child()
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            child([s for s in steps if s != "pidns"] + ([f"pidns(pid {os.getpid()})"] if in_pidns else []), cgroups, w)
+            child(steps, cgroups, w)
         if in_pidns:
             isolation.enter_pid_namespace_for_children(own_pidns)
         os.close(w)

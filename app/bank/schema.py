@@ -46,7 +46,7 @@ def torch_in_range(torch_range: str | None, torch_version: str) -> bool:
     key states (no range: every version)."""
     if not torch_range or not torch_version:
         return True
-    return SpecifierSet(torch_range).contains(torch_version.split("+")[0], prereleases=True)
+    return SpecifierSet(torch_range).contains(torch_version, prereleases=True)  # a local "+cu130" is ignored
 
 
 class Strict(BaseModel):
