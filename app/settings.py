@@ -21,6 +21,8 @@ _PLAIN_SQLITE_URL = re.compile(r"sqlite(?:\+pysqlite)?:///([^?#%]+)")
 
 ENV_PREFIX = "AMPQUIZ_"
 SECRET_FILE = "secret_key"
+CHECKOUT_BANK = Path(__file__).resolve().parent.parent / "questions"
+"""The bank of the checkout this code runs from (there is none beside an installed wheel)."""
 MIN_WORKERS_KEY_CHARS = 32
 """As long as `secrets.token_urlsafe(32)` makes (43 characters): a short key could be guessed
 offline from one captured message."""
@@ -57,7 +59,10 @@ class Settings(BaseModel):
         "working directory, and its folder is created.",
     )
     bank: Path = Field(
-        Path("questions"), description="Folder (or one file) of question-set YAML files."
+        Path("questions"),
+        description="Folder (or one file) of question-set YAML files; reloaded when a file changes. "
+        "Unset, where the working folder has no `questions`, `serve` takes the project's own (a "
+        "checkout's); set to a folder that is not there, `serve` stops and says where it looked.",
     )
     secret_key: str | None = Field(
         None,
@@ -160,6 +165,22 @@ class Settings(BaseModel):
             raise SettingsError(f"{cls.env_name(field)}: {err['msg']}") from None
 
     # ---- derived --------------------------------------------------------------------------
+
+    def with_bank_found(self, environ: Mapping[str, str] | None = None) -> tuple[Settings, str]:
+        """These settings with a bank that exists, and a line saying where it was found when that
+        is not where they said; SettingsError when there is none. Unset, the bank is `questions`
+        in the working folder: started anywhere else (`ampquiz serve` from another folder), a
+        server would have served an empty bank, and said why only in its log."""
+        if self.bank.exists():
+            return self, ""
+        environ = os.environ if environ is None else environ
+        if not environ.get(self.env_name("bank")) and CHECKOUT_BANK.is_dir():
+            found = self.model_copy(update={"bank": CHECKOUT_BANK})
+            return found, f"no {self.bank}/ in {Path.cwd()}: serving the project's bank, {CHECKOUT_BANK}"
+        raise SettingsError(
+            f"{self.env_name('bank')}: there is no question bank at {self.bank.absolute()}: start in the "
+            f"project's folder, or set {self.env_name('bank')} to a folder (or file) of question-set YAML files"
+        )
 
     def sqlite_path(self) -> Path | None:
         """The database file, when the database is a SQLite file (None for memory or a server)."""

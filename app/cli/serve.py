@@ -31,13 +31,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from app.settings import Settings, SettingsError
 
     try:
-        settings = Settings.from_env(host=args.host, port=args.port)
+        settings, bank_note = Settings.from_env(host=args.host, port=args.port).with_bank_found()
     except SettingsError as exc:
         print(f"ampquiz serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s"
     )
+    if bank_note:
+        print(f"ampquiz: {bank_note}", file=sys.stderr)
+        os.environ[Settings.env_name("bank")] = str(settings.bank)  # the web processes read it there
     processes = args.processes or default_processes()
     common = {
         "host": settings.host, "port": settings.port, "log_level": args.log_level,

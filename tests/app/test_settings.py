@@ -102,3 +102,24 @@ def test_a_deployment_named_in_the_workers_url_must_be_a_name() -> None:
                 "nats://127.0.0.1:4222/" + "n" * 33):  # fmt: skip
         with pytest.raises(SettingsError, match=r"AMPQUIZ_WORKERS_URL.*a name is 1 to 32 letters, digits, '-' or '_'"):
             Settings.from_env({"AMPQUIZ_WORKERS_URL": bad, **key})
+
+
+def test_serve_started_outside_the_project_serves_the_projects_bank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no questions/ here
+    found, note = Settings.from_env({}).with_bank_found({})
+    assert found.bank == REPO / "questions" and found.bank.is_dir()
+    assert str(tmp_path) in note and str(REPO / "questions") in note
+
+
+def test_a_bank_that_is_there_is_kept_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "questions").mkdir()
+    found, note = Settings.from_env({}).with_bank_found({})
+    assert (found.bank, note) == (Path("questions"), "")
+
+
+def test_a_bank_named_but_missing_is_refused_with_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {"AMPQUIZ_BANK": "my-sets"}
+    with pytest.raises(SettingsError, match=f"AMPQUIZ_BANK: there is no question bank at {tmp_path / 'my-sets'}"):
+        Settings.from_env(env).with_bank_found(env)
