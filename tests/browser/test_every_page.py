@@ -265,3 +265,30 @@ def test_progress_shows_every_column_and_each_result_on_a_phone(browser: Browser
         expect(page.locator("table.history td.result").first).to_contain_text("wrong")
     finally:
         context.close()
+
+
+def test_output_wider_than_a_phone_can_be_wrapped(browser: Browser, live: Server, shots: Path) -> None:
+    """On a phone a run's output was cut at the box's right edge, with nothing to say it scrolls
+    sideways (a newcomer's walk). Output wider than its box gets a button that wraps its lines;
+    output that fits gets none."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto("/run")
+        page.locator("#code").fill('print("short")\nprint("a message long enough to run past the right edge of any phone screen " * 2)')
+        page.get_by_role("button", name="Run").click()
+        out = page.locator("#run-panel pre.out.stdout")
+        expect(out).to_contain_text("short")
+        wrap = page.locator("#run-panel").get_by_role("button", name="Wrap long lines")
+        expect(wrap).to_have_attribute("aria-pressed", "false")
+        assert out.evaluate("e => e.scrollWidth > e.clientWidth")
+        wrap.click()
+        expect(wrap).to_have_attribute("aria-pressed", "true")
+        assert out.evaluate("e => e.scrollWidth <= e.clientWidth")
+        page.screenshot(path=str(shots / "phone-output-wrapped.png"))
+        page.locator("#code").fill('print("short")')
+        page.get_by_role("button", name="Run").click()
+        expect(page.locator("#run-panel pre.out.stdout")).to_have_text("short\n")
+        expect(page.locator("#run-panel").get_by_role("button", name="Wrap long lines")).to_have_count(0)
+    finally:
+        context.close()

@@ -161,6 +161,7 @@
         button.removeAttribute("aria-disabled");
         button.textContent = "Run";
         linkTraceToCode(panel);
+        offerWrap(panel);
         // Its heading alone peeked at the bottom of a phone's screen: with the result in, it
         // comes up to the top when it starts low on the screen (where it fits, nothing moves).
         if (section.getBoundingClientRect().top > window.innerHeight * 0.6) {
@@ -230,6 +231,31 @@
     });
   }
 
+  // ---- output wider than its box: a button wraps its lines ------------------------------------------
+  // A tensor's columns read best unwrapped (the box scrolls sideways), a long message or traceback
+  // wrapped: on a phone nearly every line is wider than the box, and only the button says so.
+  function offerWrap(root) {
+    root.querySelectorAll("pre.out").forEach(function (pre) {
+      if (pre.dataset.wrapOffered || pre.scrollWidth <= pre.clientWidth + 1) return;  // fits, or hidden in a closed <details>
+      pre.dataset.wrapOffered = "1";
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "link-button wrap-toggle";
+      button.setAttribute("aria-pressed", "false");
+      button.textContent = "Wrap long lines";
+      button.addEventListener("click", function () {
+        const wrapped = pre.classList.toggle("wrapped");
+        button.setAttribute("aria-pressed", String(wrapped));
+      });
+      pre.before(button);
+    });
+    root.querySelectorAll("details").forEach(function (details) {
+      if (details.dataset.wrapWatched) return;
+      details.dataset.wrapWatched = "1";
+      details.addEventListener("toggle", function () { if (details.open) offerWrap(details); });
+    });
+  }
+
   // ---- op trace rows point at code lines ----------------------------------------------------------
   function linkTraceToCode(root) {
     root.querySelectorAll("tr[data-line], li[data-line]").forEach(function (row) {
@@ -248,6 +274,7 @@
     document.querySelectorAll("form[data-submit-shortcut]").forEach(setUpAnswerForm);
     document.querySelectorAll("[data-theme-toggle]").forEach(setUpThemeToggle);
     linkTraceToCode(document);
+    offerWrap(document);
   });
   // After the page has loaded and scrolled to #result (which would take the focus back).
   window.addEventListener("load", function () {
