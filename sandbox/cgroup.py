@@ -1,7 +1,8 @@
-"""A per-run control group capping memory, process count and CPU, where the host lets us write one.
+"""A per-run control group capping memory, process count, CPU and disk I/O, where the host lets us
+write one.
 
-Supports the unified hierarchy (cgroup v2) and the legacy `memory`, `pids` and `cpu` controllers
-(v1). A cgroup is the only cap that also covers processes the snippet spawns (24 spinning children
+Supports the unified hierarchy (cgroup v2) and the legacy `memory`, `pids`, `cpu` and `blkio`
+controllers (v1). A cgroup is the only cap that also covers processes the snippet spawns (24 spinning children
 share one core's worth of CPU, not the host's), and the only reliable way to find and kill all of
 them when there is no pid namespace.
 
@@ -99,7 +100,10 @@ class RunCgroup:
             "cgroup-memory": (("unified", "memory.max"), ("memory", "memory.limit_in_bytes")),
             "cgroup-pids": (("unified", "pids.max"), ("pids", "pids.max")),
             "cpu-cap": (("unified", "cpu.max"), ("cpu", "cpu.cfs_quota_us")),
+            "disk-io-cap": (("unified", "io.max"), ("blkio", "blkio.throttle.read_bps_device")),
         }
+        if not host_disks():
+            del caps["disk-io-cap"]  # nothing to cap: claimed only where a disk is
         return [
             cap for cap, files in caps.items()
             if any(role in self.dirs and (self.dirs[role] / name).exists() for role, name in files)
@@ -127,10 +131,14 @@ class RunCgroup:
         return 1
 
     def set_limits(
-        self, *, memory_bytes: int | None = None, processes: int | None = None, cpu_cores: float | None = None
+        self, *, memory_bytes: int | None = None, processes: int | None = None, cpu_cores: float | None = None,
+        disk_bytes_per_s: int | None = None, disk_ios_per_s: int | None = None,
     ) -> None:
         """Write the caps given (None: leave as is). `memory_bytes` is absolute: the caller adds
-        what the prepared runner already holds (torch, a CUDA context)."""
+        what the prepared runner already holds (torch, a CUDA context). The disk caps are written
+        together, for every disk of the host (`host_disks`)."""
+        if disk_bytes_per_s is not None and disk_ios_per_s is not None:
+            self._set_disk_caps(disk_bytes_per_s, disk_ios_per_s)
         quota = None if cpu_cores is None else max(1000, int(cpu_cores * CPU_PERIOD_US))
         files = {
             "unified": [
@@ -148,6 +156,24 @@ class RunCgroup:
                         (d / name).write_text(str(value))
                     except OSError:
                         pass
+
+    def _set_disk_caps(self, bytes_per_s: int, ios_per_s: int) -> None:
+        """One line per disk, each written on its own (the kernel takes one rule per write); a
+        disk the kernel will not throttle (it refuses the line) is skipped, the others keep theirs."""
+        lines: list[tuple[Path, str]] = []
+        for disk in host_disks():
+            if "unified" in self.dirs:
+                lines.append((self.dirs["unified"] / "io.max",
+                              f"{disk} rbps={bytes_per_s} wbps={bytes_per_s} riops={ios_per_s} wiops={ios_per_s}"))  # fmt: skip
+            if "blkio" in self.dirs:
+                for name, value in (("read_bps", bytes_per_s), ("write_bps", bytes_per_s),
+                                    ("read_iops", ios_per_s), ("write_iops", ios_per_s)):  # fmt: skip
+                    lines.append((self.dirs["blkio"] / f"blkio.throttle.{name}_device", f"{disk} {value}"))
+        for path, line in lines:
+            try:
+                path.write_text(line)
+            except OSError:
+                pass
 
     def set_running_weight(self) -> None:
         """Back to the default CPU weight, from `PREPARING_CPU_WEIGHT`: the snippet competes with
@@ -216,6 +242,27 @@ class RunCgroup:
                     _LEFT_BEHIND.add(d)
 
 
+_DISKS: list[str] | None = None
+
+
+def host_disks() -> list[str]:
+    """Every disk of the host that holds anything, as `MAJ:MIN`: the whole disks /sys/block lists
+    (the kernel throttles a disk, not a partition), loop devices with an image attached included.
+    All of them, not only the one behind the run's root: what a run may read lies on whichever
+    disks the host mounted its folders from, and an overlay root names no disk at all. Read once."""
+    global _DISKS
+    if _DISKS is None:
+        found = []
+        for disk in sorted(Path("/sys/block").glob("*")):
+            try:
+                if int((disk / "size").read_text()) > 0:
+                    found.append((disk / "dev").read_text().strip())
+            except (OSError, ValueError):
+                continue
+        _DISKS = found
+    return _DISKS
+
+
 _LEFT_BEHIND: set[Path] = set()
 """Run cgroups whose removal outlasted its wait: tried again at every later removal. Given up on,
 one a run leaked for good, and cgroup v1 holds 65,535 memory cgroups: past that, no run gets one."""
@@ -255,7 +302,7 @@ class CgroupFactory:
             if base is not None:
                 self.bases["unified"] = base
         if not self.bases:
-            for controller in ("memory", "pids", "cpu"):
+            for controller in ("memory", "pids", "cpu", "blkio"):
                 own = _own_path(controller)
                 if own is not None and (ROOT / controller).is_dir():
                     base = writable_dir(ROOT / controller / own.lstrip("/"))

@@ -23,11 +23,13 @@ def writable_dir(base: Path) -> Path | None:
 
 
 CAPS = ("memory", "pids", "cpu")
+EXTRA_CAPS = ("io",)
+"""Turned on where they can be, never required of a place: a host without them still caps the rest."""
 
 
 def _delegate(base: Path) -> set[str]:
-    """Turn on the caps for `base`'s children; returns those that are on."""
-    for controller in CAPS:
+    """Turn on the caps for `base`'s children; returns those of CAPS that are on."""
+    for controller in (*CAPS, *EXTRA_CAPS):
         try:
             (base / "cgroup.subtree_control").write_text(f"+{controller}")
         except OSError:

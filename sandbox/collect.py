@@ -76,8 +76,8 @@ class Slot:
     base_tasks: int = 1
     """Threads the prepared runner holds (1 on a CPU host; a CUDA runner holds the driver's too):
     the pids cap is what the snippet may add on top of them, as the memory cap is."""
-    caps: tuple[int, int, float] | None = None
-    """The cgroup's memory, processes and CPU caps as written, as `Limits` fields."""
+    caps: tuple[int, int, float, int, int] | None = None
+    """The cgroup's memory, processes, CPU and disk caps as written, as `Limits` fields."""
     pidfd: int | None = None
     """A handle on the runner (opened by the zygote before it could reap it): the kill goes to
     this process even after its pid is free again. None on kernels before 5.3."""
@@ -86,14 +86,17 @@ class Slot:
     def set_caps(self, limits: Limits) -> None:
         """The run's cgroup caps; the pool writes the default ones while the runner waits, so a
         run with default limits pays for no write."""
-        want = (limits.memory_bytes, limits.processes, limits.cpu_cores)
+        want = (limits.memory_bytes, limits.processes, limits.cpu_cores, limits.disk_bytes_per_s, limits.disk_ios_per_s)
         if not self.cgroup or want == self.caps:
             return
-        have = self.caps or (None, None, None)
+        have = self.caps or (None,) * len(want)
+        disk = want[3:] != have[3:]
         RunCgroup.from_paths(self.cgroup).set_limits(
             memory_bytes=self.base_memory + want[0] if want[0] != have[0] else None,
             processes=want[1] + self.base_tasks - 1 if want[1] != have[1] else None,
             cpu_cores=want[2] if want[2] != have[2] else None,
+            disk_bytes_per_s=want[3] if disk else None,
+            disk_ios_per_s=want[4] if disk else None,
         )
         self.caps = want
 

@@ -29,6 +29,14 @@ class Limits:
     cpu_cores: float = 1.0
     """CPU the whole run may use at once, in cores (cgroup cpu.max, v1 cpu.cfs_quota_us): however
     many processes a snippet forks, together they get this much, and other runs the rest."""
+    disk_bytes_per_s: int = 64 * 1024 * 1024
+    """What the whole run may read from (or write to) each of the host's disks per second (cgroup
+    io.max, v1 blkio.throttle). Reads the page cache answers are not counted: a snippet that reads
+    what torch's import already read never meets it. Without it one run reading gigabytes of the
+    files it may see (/usr, the Python environment) took a shared disk from everyone."""
+    disk_ios_per_s: int = 2000
+    """Disk operations per second, likewise: many small reads (a walk over many small files) are
+    capped as well as large ones."""
 
     def to_dict(self) -> dict:
         return asdict(self)

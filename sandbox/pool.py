@@ -35,7 +35,7 @@ ALL_PROTECTIONS = (
     "net-namespace", "pid-namespace", "mount-namespace", "ipc-namespace", "uts-namespace",
     "cgroup-namespace", "private-proc", "private-tmp", "allow-listed-filesystem", "minimal-dev",
     "hidden-paths", "read-only-root", "unprivileged-uid", "syscall-filter", "cgroup-memory",
-    "cgroup-pids", "cpu-cap", "rlimits",
+    "cgroup-pids", "cpu-cap", "disk-io-cap", "rlimits",
 )  # fmt: skip
 SPARE_RUNNERS = 1
 log = logging.getLogger("ampquiz.sandbox")
