@@ -33,6 +33,13 @@ LONGEST_PREDICTION = 2_000
 attempt is stored, and 10,000 let one client grow the database by 4 MB a second."""
 
 
+def as_typed(prediction: str) -> str:
+    """A prediction as typed, whatever sent it: a browser sends each line break of a text box as
+    CR LF, where the box's own limit counted one character (2,000 typed over 15 lines arrived as
+    2,015 and were refused). Its length, against LONGEST_PREDICTION, is counted on this."""
+    return prediction.replace("\r\n", "\n")
+
+
 def normalise_output(text: str) -> str:
     """The documented comparison: line endings unified, trailing whitespace and blank lines dropped."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -288,9 +295,7 @@ def grade(
         raise AnswerError("This question asks what the code prints: send the output.")
     if not output.strip():
         raise AnswerError("Type what you think it prints first.")
-    # A browser sends each line break of a text box as CR LF, where the box's own limit counted
-    # one character: 2,000 typed over 15 lines arrived as 2,015 and were refused.
-    output = output.replace("\r\n", "\n")
+    output = as_typed(output)
     if len(output) > LONGEST_PREDICTION:
         raise AnswerError(
             f"That prediction is {len(output):,} characters long; the most it may be is {LONGEST_PREDICTION:,}. "

@@ -13,11 +13,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.grading import LONGEST_PREDICTION, AnswerError, regrade
+from app.grading import LONGEST_PREDICTION, AnswerError, as_typed, regrade
 from app.progress import Standing, as_dicts
 from app.public_question import public_question
 from app.web.deps import Learner, State, web_state
@@ -108,6 +108,13 @@ class AnswerIn(BaseModel):
         None, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$", description="Optional: an id of your own for this submit; sending "
         "the same one again returns the first attempt instead of recording another."
     )
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _as_typed(cls, output: object) -> object:
+        """Counted as `grade` counts it (CR LF is one line break), so the API and the pages take
+        the same predictions."""
+        return as_typed(output) if isinstance(output, str) else output
 
 
 class AttemptOut(BaseModel):

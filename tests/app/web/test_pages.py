@@ -136,6 +136,11 @@ async def test_a_long_prediction_over_many_lines_is_taken_and_one_too_long_comes
         textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
         assert textarea and html.unescape(textarea.group(1)).replace("\r\n", "\n") == too_long.replace("\r\n", "\n")
 
+        # The API counts it the same way: what the page takes, it takes (it counted CR LF as two).
+        api = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": typed})
+        assert api.status_code == 200, api.text[:300]
+        assert (await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": too_long})).status_code == 422
+
 
 async def test_multiple_choice_form_feedback_for_the_pick(web: Web) -> None:
     async with web.client() as c:
