@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import threading
@@ -179,6 +180,25 @@ def test_cant_write_outside_private_dirs(sb: Sandbox) -> None:
     assert not Path("/etc/ampquiz-owned").exists()
 
 
+def test_holds_no_descriptor_but_its_output_and_report(sb: Sandbox) -> None:
+    """Everything the zygote and the runner's preparation opened (the pool's sockets, pipes of
+    other runs, the namespace handles, /proc listings) is closed before the snippet runs: it holds
+    stdin, stdout, stderr and its own report socket, nothing else (on a CPU host)."""
+    r = run(sb, """
+        import os
+        for name in sorted(os.listdir("/proc/self/fd"), key=int):
+            try:
+                print(name, os.readlink(f"/proc/self/fd/{name}").split(":")[0])
+            except OSError:
+                pass  # the listing's own descriptor, gone by now
+    """)
+    assert r.status == "ok", r
+    held = dict(line.split() for line in r.stdout.splitlines())
+    report = [fd for fd in held if fd not in ("0", "1", "2")]
+    assert len(report) == 1 and held.pop(report[0]) == "socket", held
+    assert held == {"0": "/dev/null", "1": "pipe", "2": "pipe"}, held
+
+
 def test_infinite_loop_stopped_at_cpu_limit(sb: Sandbox) -> None:
     r = run(sb, "while True:\n    pass\n", cpu_s=1, wall_s=20)
     assert r.status == "timeout", r
@@ -305,3 +325,43 @@ def test_abrupt_endings_are_reported_not_pool_crashes(sb: Sandbox, code: str, st
     assert r.status == status, r
     assert words in (r.message + (r.exception.type if r.exception else ""))
     assert_still_works(sb)
+
+
+@pytest.mark.parametrize("close_range", ["kernel", "missing"])
+def test_close_fds_keeps_exactly_what_it_is_told(close_range: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`isolation.close_fds`, in a child of this process: by close_range(2) gaps, and by the
+    /proc/self/fd listing where the kernel has no close_range (before 5.9)."""
+    from sandbox import isolation
+
+    if close_range == "missing":
+        class NoCloseRange:
+            def syscall(self, *args: object) -> int:
+                return -1  # ENOSYS
+
+        monkeypatch.setattr(isolation, "_libc", NoCloseRange())
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports on its pipe
+        try:
+            extra = [os.open("/dev/null", os.O_RDONLY) for _ in range(5)]
+            high = os.dup2(extra[0], 700)
+            keep = {w, extra[2], high}
+            isolation.close_fds(keep)
+            still = sorted(fd for fd in range(1024) if _is_open(fd))
+            os.write(w, json.dumps([still, sorted({0, 1, 2} | keep)]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 65536).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    still, wanted = json.loads(got)
+    assert still == wanted
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
