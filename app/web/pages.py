@@ -210,7 +210,8 @@ async def answer_form(request: Request) -> Response:
             context = question_context(state, learner, loaded)
             if review is not None:  # still in the review session, as the form was
                 context.update(review_since=review, review_left=left_in_session(state, learner))
-            page = render_page(state, request, "question.html", status_code=status, error=error,
+            retry_after = int((headers or {}).get("Retry-After", 0)) or None  # counted down on the page
+            page = render_page(state, request, "question.html", status_code=status, error=error, retry_after=retry_after,
                                said_output=output or "", said_picked=choice, **context)  # fmt: skip
             page.headers.update(headers or {})
             return page

@@ -292,3 +292,35 @@ def test_output_wider_than_a_phone_can_be_wrapped(browser: Browser, live: Server
         expect(page.locator("#run-panel").get_by_role("button", name="Wrap long lines")).to_have_count(0)
     finally:
         context.close()
+
+
+def test_an_answer_sent_too_fast_says_when_and_counts_down(browser: Browser, live: Server) -> None:
+    """Past the answers per minute, the question comes back (429) with how long to wait, counted
+    down; the button holds the answer until then (the server would refuse it again), and then it
+    goes. The wait did not count down before: a learner could not tell when to try."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{PO}")
+        page.clock.install()
+        page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # from here the pages' clock moves when the test moves it
+        for _ in range(60):  # a learner's bucket (AMPQUIZ_ANSWERS_PER_MINUTE, 60), spent at once
+            assert page.request.post(f"/questions/{PO}", form={"output": "x"}, max_redirects=0).status == 303
+        page.goto(f"/questions/{PO}")
+        page.get_by_label("What does it print?").fill("torch.float16")
+        page.get_by_role("button", name="Check answer").click()
+        expect(page.locator("[data-retry-after]")).to_contain_text("You can send it again in 1 s.")
+        button = page.get_by_role("button", name="Check answer")
+        expect(button).to_have_attribute("aria-disabled", "true")
+        refused_at = time.monotonic()
+        button.click(force=True)  # a tap all the same (Playwright waits out aria-disabled): held back
+        expect(page.locator("[data-retry-after]")).to_contain_text("You can send it again in 1 s.")
+        page.clock.run_for(1500)
+        expect(page.get_by_role("status").filter(has_text="You can send your answer again now.")).to_be_visible()
+        page.wait_for_timeout(max(0, 1100 - 1000 * (time.monotonic() - refused_at)))  # the server's own second
+        expect(button).not_to_have_attribute("aria-disabled", "true")
+        expect(page.get_by_label("What does it print?")).to_have_value("torch.float16")  # what was typed, kept
+        button.click()
+        expect(page.locator("#result")).to_be_visible()
+    finally:
+        context.close()

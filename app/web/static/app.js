@@ -173,6 +173,8 @@
 
   // ---- answers ----------------------------------------------------------------------------------------
   function setUpAnswerForm(form) {
+    const wait = form.querySelector("[data-retry-after]");
+    if (wait) countDown(form, wait);  // first: a sending it holds back never counts as sent below
     let sent = false;
     form.addEventListener("keydown", function (event) {
       if (isSubmitShortcut(event)) {
@@ -203,6 +205,29 @@
       input.checked = input.type === "checkbox" ? !input.checked : true;
       input.focus();
     });
+  }
+
+  // An answer refused for coming too fast (429) says how long to wait: counted down here, and the
+  // button holds a sending until then (the server would refuse it again), so a learner sees when.
+  function countDown(form, wait) {
+    const until = Date.now() + 1000 * Number(wait.dataset.retryAfter);
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.setAttribute("aria-disabled", "true");
+    function early(event) { event.preventDefault(); event.stopImmediatePropagation(); }
+    form.addEventListener("submit", early);
+    const left = wait.querySelector("[data-left]");
+    const tick = setInterval(function () {
+      const seconds = Math.ceil((until - Date.now()) / 1000);
+      if (seconds > 0) {
+        left.textContent = "You can send it again in " + seconds + " s.";
+        return;
+      }
+      clearInterval(tick);
+      left.textContent = "";
+      wait.querySelector("[role=status]").textContent = "You can send your answer again now.";
+      form.removeEventListener("submit", early);
+      if (button) button.removeAttribute("aria-disabled");
+    }, 1000);
   }
 
   // ---- the theme toggle ------------------------------------------------------------------------------
