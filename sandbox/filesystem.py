@@ -26,6 +26,7 @@ Runs in: the runner, while it is still root, in its own mount namespace.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import stat
@@ -33,6 +34,24 @@ import stat
 from sandbox.isolation import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount
 
 MS_NOEXEC = 0x8
+
+
+def mount_proc(target: str, flags: int) -> list[str]:
+    """A fresh proc at `target` showing processes only (`subset=pid`, Linux 5.8+): its own pid
+    namespace's, and none of the host-wide files beside them. Those are the host's, whatever the
+    namespace: /proc/loadavg, stat, meminfo, vmstat, diskstats, interrupts, pressure/ and
+    sys/kernel/random/boot_id told a run how busy the host and its disk were, and so what other
+    runs were doing. /proc/self (its fds, status, maps, mountinfo, net) is still there. A kernel
+    that does not know the option gets the whole proc, and the protection is not claimed.
+    Returns the protections in force; OSError where no proc could be mounted at all."""
+    try:
+        mount("proc", target, "proc", flags, "subset=pid")
+        return ["private-proc", "proc-pids-only"]
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    mount("proc", target, "proc", flags)
+    return ["private-proc"]
 MNT_DETACH = 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -168,8 +187,7 @@ def _populate(
     os.makedirs(base + "/proc")
     if uid is not None:
         try:
-            mount("proc", base + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            done.append("private-proc")
+            done += mount_proc(base + "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         except OSError:  # a host that refuses a fresh proc: its own, as without the new root
             mount(f"/proc/self/fd/{handles['/proc']}", base + "/proc", None, MS_BIND | MS_REC)
     for tmp in ("/tmp", "/var/tmp"):  # first: kept paths under /tmp are bound on top of these
@@ -259,8 +277,7 @@ def deny_listed(hide: list[str], keep: list[str], tmp_bytes: int) -> list[str]:
     """Fresh /proc, private tmp dirs, hidden secrets and service sockets, the rest read-only."""
     done = []
     try:
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
-        done.append("private-proc")
+        done += mount_proc("/proc", MS_NOSUID | MS_NODEV)
     except OSError:
         pass
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):

@@ -33,7 +33,7 @@ __all__ = ["ALL_PROTECTIONS", "SPARE_RUNNERS", "Sandbox", "SandboxError"]
 # Every protection a fully privileged Linux host gives a run; what is missing is said at start.
 ALL_PROTECTIONS = (
     "net-namespace", "pid-namespace", "mount-namespace", "ipc-namespace", "uts-namespace",
-    "cgroup-namespace", "private-proc", "private-tmp", "allow-listed-filesystem", "minimal-dev",
+    "cgroup-namespace", "private-proc", "proc-pids-only", "private-tmp", "allow-listed-filesystem", "minimal-dev",
     "hidden-paths", "read-only-root", "unprivileged-uid", "syscall-filter", "cgroup-memory",
     "cgroup-pids", "cpu-cap", "disk-io-cap", "rlimits",
 )  # fmt: skip

@@ -144,7 +144,7 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
     except OSError as exc:
         raise NotIsolated(f"could not copy the runs' root template: {exc}") from exc
     try:
-        mount("proc", "/proc", "proc", _PROC_FLAGS)
+        proc = filesystem.mount_proc("/proc", _PROC_FLAGS)
         kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in template.kept_in_tmp}
         tmp = filesystem.tmp_options(tmp_bytes)
         for folder in _OWN_TMP:
@@ -159,7 +159,7 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
         _own_etc(template.etc, uid)
     except OSError as exc:  # a copy of the template with a folder missing: not a run's root
         raise NotIsolated(f"could not mount a run's own folders: {exc}") from exc
-    return ["mount-namespace", *template.protections, "private-proc", "private-tmp"]
+    return ["mount-namespace", *template.protections, *proc, "private-tmp"]
 
 
 def _own_etc(host_files: dict[str, bytes | str], uid: int) -> None:

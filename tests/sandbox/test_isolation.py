@@ -132,9 +132,9 @@ for kind, port in [(socket.SOCK_STREAM, 7711), (socket.SOCK_DGRAM, 7712)]:
         socket.socket(socket.AF_INET, kind).bind(("0.0.0.0", port))
     except OSError:
         print("port", port, "still taken")
-if os.path.exists("/proc/net/ip6_flowlabel"):
-    print(open("/proc/net/ip6_flowlabel").read().splitlines()[1:] or "", end="")
-lines = [line.split() for line in open("/proc/net/snmp") if line.startswith("Ip:")]
+if os.path.exists("/proc/self/net/ip6_flowlabel"):
+    print(open("/proc/self/net/ip6_flowlabel").read().splitlines()[1:] or "", end="")
+lines = [line.split() for line in open("/proc/self/net/snmp") if line.startswith("Ip:")]
 counts = dict(zip(lines[0][1:], lines[1][1:]))
 if counts["OutNoRoutes"] != "0":
     print("earlier sends counted:", counts["OutNoRoutes"])
@@ -165,6 +165,27 @@ def test_runs_at_the_same_time_do_not_share_a_network(sb: Sandbox) -> None:
     assert results["holder"].stdout == "left\n", results
     for r in others:
         assert r.status == "ok" and r.stdout == "", r
+
+
+def test_cant_read_the_hosts_counters_in_proc(sb: Sandbox) -> None:
+    """A run's /proc shows processes only: the host-wide files beside them (load, CPU and memory
+    counters, every disk's I/O, the boot id) told a run how busy the host was, and so what other
+    runs were doing. What a snippet reads of itself is still there, and the CPU count is right."""
+    r = run(sb, """
+        import os
+        for name in ("loadavg", "stat", "meminfo", "vmstat", "diskstats", "interrupts", "pressure/io",
+                     "sys/kernel/random/boot_id", "cmdline", "uptime", "net/sockstat", "sys/fs/dentry-state"):
+            print(name, os.path.exists("/proc/" + name))
+        print("self", len(open("/proc/self/status").read()) > 0, len(os.listdir("/proc/self/fd")) > 0,
+              os.path.exists("/proc/self/net/snmp"), os.path.exists("/proc/1/cmdline"))
+        print("cpus", os.cpu_count())
+    """)
+    assert r.status == "ok", r
+    assert "proc-pids-only" in r.environment.protections
+    seen = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert {name: shown for name, shown in seen.items() if shown == "True"} == {}, r.stdout
+    assert seen.pop("self") == "True True True True" and seen.pop("cpus") == str(os.cpu_count()), r.stdout
+    assert set(seen.values()) == {"False"}, r.stdout
 
 
 def test_cant_write_outside_private_dirs(sb: Sandbox) -> None:
