@@ -36,20 +36,23 @@ from sandbox.isolation import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REC, M
 MS_NOEXEC = 0x8
 
 
-def mount_proc(target: str, flags: int) -> list[str]:
+def mount_proc(target: str, flags: int, *, pids_only: bool) -> list[str]:
     """A fresh proc at `target` showing processes only (`subset=pid`, Linux 5.8+): its own pid
     namespace's, and none of the host-wide files beside them. Those are the host's, whatever the
     namespace: /proc/loadavg, stat, meminfo, vmstat, diskstats, interrupts, pressure/ and
     sys/kernel/random/boot_id told a run how busy the host and its disk were, and so what other
     runs were doing. /proc/self (its fds, status, maps, mountinfo, net) is still there. A kernel
-    that does not know the option gets the whole proc, and the protection is not claimed.
+    that does not know the option gets the whole proc, and the protection is not claimed; so does
+    a CUDA runner (`pids_only` False): the driver and NVML read /proc/driver/nvidia when CUDA
+    starts, and that has not been tried on a GPU with the subset.
     Returns the protections in force; OSError where no proc could be mounted at all."""
-    try:
-        mount("proc", target, "proc", flags, "subset=pid")
-        return ["private-proc", "proc-pids-only"]
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
+    if pids_only:
+        try:
+            mount("proc", target, "proc", flags, "subset=pid")
+            return ["private-proc", "proc-pids-only"]
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
     mount("proc", target, "proc", flags)
     return ["private-proc"]
 MNT_DETACH = 2
@@ -151,7 +154,7 @@ def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp
             os.close(fd)
         raise
     try:
-        done = _populate(_BASE, handles, sources, files, links, sys_dirs, dev, hide, uid, tmp_bytes)
+        done = _populate(_BASE, handles, sources, files, links, sys_dirs, dev, hide, uid, tmp_bytes, cuda)
         os.chdir(_BASE)
         _check(_libc.syscall(ctypes.c_long(_SYS_PIVOT_ROOT[platform.machine()]), b".", b"."), "pivot_root")
     except (OSError, KeyError):
@@ -180,6 +183,7 @@ def _populate(
     hide: list[str],
     uid: int | None,
     tmp_bytes: int,
+    cuda: bool,
 ) -> list[str]:
     """Fills the new root under `base`. With `uid` None it is a template's (`sandbox.root_template`):
     no fresh proc, temp folders or /etc yet, only the folders each run mounts its own on."""
@@ -187,7 +191,7 @@ def _populate(
     os.makedirs(base + "/proc")
     if uid is not None:
         try:
-            done += mount_proc(base + "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            done += mount_proc(base + "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, pids_only=not cuda)
         except OSError:  # a host that refuses a fresh proc: its own, as without the new root
             mount(f"/proc/self/fd/{handles['/proc']}", base + "/proc", None, MS_BIND | MS_REC)
     for tmp in ("/tmp", "/var/tmp"):  # first: kept paths under /tmp are bound on top of these
@@ -273,11 +277,11 @@ def _cover_keeping(path: str, keep: list[str], options: str) -> None:
         os.close(fd)
 
 
-def deny_listed(hide: list[str], keep: list[str], tmp_bytes: int) -> list[str]:
+def deny_listed(hide: list[str], keep: list[str], tmp_bytes: int, *, cuda: bool) -> list[str]:
     """Fresh /proc, private tmp dirs, hidden secrets and service sockets, the rest read-only."""
     done = []
     try:
-        done += mount_proc("/proc", MS_NOSUID | MS_NODEV)
+        done += mount_proc("/proc", MS_NOSUID | MS_NODEV, pids_only=not cuda)
     except OSError:
         pass
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):

@@ -144,7 +144,7 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
     except OSError as exc:
         raise NotIsolated(f"could not copy the runs' root template: {exc}") from exc
     try:
-        proc = filesystem.mount_proc("/proc", _PROC_FLAGS)
+        proc = filesystem.mount_proc("/proc", _PROC_FLAGS, pids_only=True)  # templates are made on CPU hosts only
         kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in template.kept_in_tmp}
         tmp = filesystem.tmp_options(tmp_bytes)
         for folder in _OWN_TMP:

@@ -185,7 +185,7 @@ def _prepare(
                 config["keep"], config["hide"], uid=uid, tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]
             )
         except OSError:  # no new root here: the host's tree, read-only, with a deny-list covered
-            protections += filesystem.deny_listed(config["hide"], config["keep"], config["tmp_bytes"])
+            protections += filesystem.deny_listed(config["hide"], config["keep"], config["tmp_bytes"], cuda=config["cuda"])
     os.makedirs(WORKDIR, exist_ok=True)
     if os.geteuid() == 0:
         os.chown(WORKDIR, uid, uid)

@@ -188,7 +188,7 @@ def test_without_a_new_root_the_deny_list_still_hides(tmp_path: Path) -> None:
         from sandbox import filesystem, isolation
         isolation.unshare(isolation.CLONE_NEWNS)
         isolation.mount(None, "/", None, isolation.MS_REC | isolation.MS_PRIVATE)
-        done = filesystem.deny_listed([{str(secret)!r}], [{str(secret / "venv")!r}], 1 << 20)
+        done = filesystem.deny_listed([{str(secret)!r}], [{str(secret / "venv")!r}], 1 << 20, cuda=False)
         print(sorted(done))
         print(sorted(os.listdir({str(secret)!r})), open({str(secret / "venv" / "lib.py")!r}).read())
         print(os.listdir("/run"))
