@@ -28,6 +28,10 @@ MAX_LIMITS = Limits(
 """The most a run request may ask for (the wall limit as `AMPQUIZ_RUN_WALL_S` allows at most):
 whoever can publish to the queue gets no more than this,
 and a limit outside (0, maximum] is refused, not clamped."""
+LEAST_LIMITS = {"disk_bytes_per_s": 16 << 20, "disk_ios_per_s": 200}
+"""The disk caps' floor: reads queued behind a run's cap hold their pages locked, so a cap of 1
+byte a second would have frozen every page a run touched, for the host too, for its whole wall
+time."""
 
 
 class BadMessage(ValueError):
@@ -79,9 +83,11 @@ def _limits(asked: dict[str, Any]) -> Limits:
         raise BadMessage(f"run request: unknown limits {unknown}")
     chosen = {}
     for name, value in asked.items():
-        most = getattr(MAX_LIMITS, name)
+        most, least = getattr(MAX_LIMITS, name), LEAST_LIMITS.get(name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most:
             raise BadMessage(f"run request: limit {name!r} must be a number in (0, {most}]")
+        if least is not None and value < least:
+            raise BadMessage(f"run request: limit {name!r} must be a number in [{least}, {most}]")
         chosen[name] = type(most)(value)
     return Limits(**chosen)
 

@@ -72,3 +72,54 @@ def test_what_the_page_cache_holds_is_not_counted(sb: Sandbox, uncached_file: Pa
     r = sb.run(READ.format(path=str(uncached_file)), limits=Limits(disk_bytes_per_s=1 * MIB))
     assert r.status == "ok", r
     assert float(r.stdout) < 1.0, f"read 24 MiB from the page cache in {r.stdout.strip()} s under a 1 MiB/s cap"
+
+
+
+def _cached_fraction(path: Path) -> float:
+    """How much of the file the page cache holds (mincore over a mapping of it, which reads nothing)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), "mmap"
+        vec = (ctypes.c_ubyte * pages)()
+        try:
+            assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vec) == 0, "mincore"
+        finally:
+            libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
+    finally:
+        os.close(fd)
+    return sum(v & 1 for v in vec) / pages
+
+
+HINTS = """
+import ctypes, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open({path!r}, os.O_RDONLY)
+size = os.fstat(fd).st_size
+said = [os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED), os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)]
+said.append(libc.readahead(fd, ctypes.c_long(0), ctypes.c_size_t(size)))
+m = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+said += [m.madvise(mmap.MADV_WILLNEED), m.madvise(mmap.MADV_SEQUENTIAL)]
+print(said)
+"""
+
+
+def test_read_ahead_hints_queue_nothing_behind_the_cap(sb: Sandbox, uncached_file: Path) -> None:
+    """fadvise/madvise WILLNEED and readahead(2) queued a gigabyte of reads behind a run's cap in a
+    fraction of a second: the host's reads of those pages waited up to the run's wall time (they
+    stay locked while queued), and what was still queued when the run's cgroup went was read at
+    once, uncapped. They succeed now and read nothing."""
+    _drop_from_cache(uncached_file)
+    r = sb.run(HINTS.format(path=str(uncached_file)), limits=Limits(disk_bytes_per_s=1 * MIB))
+    assert r.status == "ok", r
+    assert r.stdout == "[None, None, 0, None, None]\n", r.stdout  # each hint says it was taken
+    time.sleep(1.5)  # the run's cgroup is gone: anything still queued behind its cap is read now
+    assert _cached_fraction(uncached_file) < 0.1, "the hints read the file ahead after all"

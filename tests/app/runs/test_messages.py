@@ -15,14 +15,17 @@ def request(**limits: object) -> bytes:
 
 
 def test_a_request_round_trips() -> None:
-    sent = RunRequest("r1", "print(1)", Limits(wall_s=3, cpu_s=3), explain=True, device="cuda")
+    sent = RunRequest("r1", "print(1)", Limits(wall_s=3, cpu_s=3, disk_bytes_per_s=32 << 20), explain=True, device="cuda")
     assert RunRequest.decode(sent.encode()) == sent
 
 
 @pytest.mark.parametrize(
     "limits",
     [{"wall_s": 1e9}, {"memory_bytes": 1 << 40}, {"processes": 0}, {"cpu_s": -1}, {"wall_s": "10"},
-     {"wall_s": True}, {"uid": 0}],
+     {"wall_s": True}, {"uid": 0},
+     # A disk cap of a byte a second would have held every page the run touched locked for its
+     # whole wall time, for the host too: the disk caps have a floor.
+     {"disk_bytes_per_s": 1}, {"disk_ios_per_s": 10}, {"disk_bytes_per_s": 1 << 40}],
 )  # fmt: skip
 def test_a_request_may_not_ask_for_more_than_a_worker_gives(limits: dict) -> None:
     with pytest.raises(BadMessage, match="limit"):
