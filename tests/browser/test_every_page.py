@@ -319,8 +319,27 @@ def test_an_answer_sent_too_fast_says_when_and_counts_down(browser: Browser, liv
         expect(page.get_by_role("status").filter(has_text="You can send your answer again now.")).to_be_visible()
         page.wait_for_timeout(max(0, 1100 - 1000 * (time.monotonic() - refused_at)))  # the server's own second
         expect(button).not_to_have_attribute("aria-disabled", "true")
+        expect(page.locator("#answer .notice.error")).to_have_count(0)  # its "wait 1 s" no longer true
         expect(page.get_by_label("What does it print?")).to_have_value("torch.float16")  # what was typed, kept
         button.click()
         expect(page.locator("#result")).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_history_times_are_the_readers_and_the_heading_says_so(browser: Browser, live: Server) -> None:
+    """The progress page's times are turned into the reader's zone; the column said "(UTC)" over them."""
+    context = browser.new_context(viewport={"width": 1000, "height": 800}, base_url=live.url, timezone_id="America/New_York")
+    page = context.new_page()
+    try:
+        answered(page, PO, lambda p: p.get_by_label("What does it print?").fill("torch.float32"))
+        page.goto("/progress")
+        heading = page.locator("th", has_text="When")
+        expect(heading).to_have_text("When (your time)")
+        shown = page.locator("td.when time").first
+        at = shown.get_attribute("datetime")
+        assert at is not None and "UTC" not in shown.inner_text()
+        local = page.evaluate("iso => { const d = new Date(iso); return d.getHours(); }", at)
+        assert f" {local:02d}:" in shown.inner_text()
     finally:
         context.close()

@@ -105,12 +105,16 @@
   // ---- times in the reader's own zone (the server writes UTC, and says so, for pages without JS) ----
   function localTimes() {
     const pad = function (n) { return String(n).padStart(2, "0"); };
+    let converted = false;
     document.querySelectorAll("time[data-local-time]").forEach(function (el) {
       const at = new Date(el.getAttribute("datetime"));
       if (isNaN(at)) return;
       el.textContent = at.getFullYear() + "-" + pad(at.getMonth() + 1) + "-" + pad(at.getDate()) + " " +
         pad(at.getHours()) + ":" + pad(at.getMinutes());
+      converted = true;
     });
+    // The column's heading said UTC over times now in the reader's zone.
+    if (converted) document.querySelectorAll("[data-zone-label]").forEach(function (el) { el.textContent = "(your time)"; });
   }
 
   // ---- running without a reload ------------------------------------------------------------------
@@ -224,6 +228,8 @@
       }
       clearInterval(tick);
       left.textContent = "";
+      const refusal = form.querySelector(".notice.error");  // "wait N s": no longer true
+      if (refusal) refusal.remove();
       wait.querySelector("[role=status]").textContent = "You can send your answer again now.";
       form.removeEventListener("submit", early);
       if (button) button.removeAttribute("aria-disabled");
@@ -260,7 +266,7 @@
   // A tensor's columns read best unwrapped (the box scrolls sideways), a long message or traceback
   // wrapped: on a phone nearly every line is wider than the box, and only the button says so.
   function offerWrap(root) {
-    root.querySelectorAll("pre.out").forEach(function (pre) {
+    root.querySelectorAll("pre.out, .prose pre").forEach(function (pre) {
       if (pre.dataset.wrapOffered || pre.scrollWidth <= pre.clientWidth + 1) return;  // fits, or hidden in a closed <details>
       pre.dataset.wrapOffered = "1";
       const button = document.createElement("button");

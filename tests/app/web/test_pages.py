@@ -367,6 +367,8 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert done.count("next review in") == 3  # each rescheduled, none due now
         # Not a dead end: when the rest comes back, and a way back to practising.
         assert re.search(r"3 more come back for review later, the first in \d+ (minutes|hours|days)", text_of(done))
+        # Read as the browser shows it (tags gone, nothing added): the sentences ran together.
+        assert re.search(r"3 right\. 3 more come back", re.sub(r"<[^>]+>", "", done)), done
         assert '<a class="button primary" href="/">Back to practice</a>' in done
         assert "Nothing is due" in (await c.get("/review")).text
         queue = (await c.get("/api/progress")).json()["review"]
