@@ -119,6 +119,36 @@ def _exponent(number: str) -> int:
     return int(lowered.split("e")[1]) if "e" in lowered else 0
 
 
+def _number_spelling(said: str, printed: str) -> str:
+    """When every number is right but written differently (60000 for 60000.0, 1e-5 for 1e-05):
+    side by side, the learner saw a wrong answer with the right values, and no reason."""
+    got, want = NUMBER.findall(said), NUMBER.findall(printed)
+    if not want or len(got) != len(want) or NUMBER.split(" ".join(said.split())) != NUMBER.split(" ".join(printed.split())):
+        return ""
+    if any(float(a) != float(b) for a, b in zip(got, want)):
+        return ""
+    yours, its = next((a, b) for a, b in zip(got, want) if a != b)
+    why = " (a float prints with its decimal point)" if "." in its and "." not in yours and "e" not in its.lower() else ""
+    return f"Your numbers are right; Python writes them differently: it prints {its} where you wrote {yours}{why}."
+
+
+def _lines_that_differ(said: str, printed: str) -> str:
+    """Where a prediction of several lines goes wrong: which line, or how many lines it prints."""
+    yours, its = said.split("\n"), printed.split("\n")
+    if len(its) < 2 and len(yours) < 2:
+        return ""
+    if len(yours) != len(its):
+        return f"It prints {len(its)} line{'s' if len(its) != 1 else ''}; you wrote {len(yours)}."
+    differ = [i + 1 for i, (a, b) in enumerate(zip(yours, its)) if a != b]
+    if not differ or len(differ) == len(its):
+        return ""
+    right = len(its) - len(differ)
+    rest = "the other line is right" if right == 1 else f"the other {right} are right"
+    if len(differ) == 1:
+        return f"Only line {differ[0]} differs; {rest}."
+    return f"Lines {', '.join(map(str, differ[:-1]))} and {differ[-1]} differ; {rest}."
+
+
 def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> bool:
     """Same text around the numbers (white space aside), and each number close enough."""
     got, want = NUMBER.findall(submitted), NUMBER.findall(expected)
@@ -237,7 +267,7 @@ class GradedAnswer:
             return "It differs from what the code prints only in spacing or line breaks: the output has them exactly as shown."
         if said.lower() == printed.lower():
             return "It differs from what the code prints only in capitals: Python prints them exactly as shown (True, not true)."
-        return ""
+        return _number_spelling(said, printed) or _lines_that_differ(said, printed)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

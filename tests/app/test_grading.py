@@ -48,8 +48,25 @@ def test_a_prediction_wrong_only_in_spacing_or_capitals_is_told_so() -> None:
     assert "only in spacing" in grade(loaded, output="torch.float32\ntorch.float16 True").near_miss
     capitals = grade(loaded, output="torch.float32 torch.float16\ntrue")
     assert not capitals.correct and "only in capitals" in capitals.near_miss
-    assert grade(loaded, output="torch.float16 torch.float16\nTrue").near_miss == ""
+    assert grade(loaded, output="torch.float16 torch.float16\nTrue").near_miss == "Only line 1 differs; the other line is right."
     assert grade(loaded, output="torch.float32 torch.float16\nTrue").near_miss == ""  # right
+
+
+def test_a_near_miss_says_which_line_or_which_number_spelling() -> None:
+    """Side by side with what the code prints, "Not quite" left the learner hunting: a number
+    written 60000 where Python prints 60000.0, or one line of four wrong (a newcomer's walk)."""
+    loaded = predict(answer="60000.0\n65504.0\ninf\ninf")
+    numbers = grade(loaded, output="60000\n65504\ninf\ninf")
+    assert not numbers.correct
+    assert numbers.near_miss == ("Your numbers are right; Python writes them differently: it prints 60000.0 where you "
+                                 "wrote 60000 (a float prints with its decimal point).")  # fmt: skip
+    assert "it prints 1e-05 where you wrote 1e-5." in grade(predict(answer="1e-05"), output="1e-5").near_miss
+    one_line = grade(loaded, output="60000.0\n65504.0\ninf\nnan")
+    assert one_line.near_miss == "Only line 4 differs; the other 3 are right."
+    assert grade(loaded, output="60000.0\n0.0\ninf\nnan").near_miss == "Lines 2 and 4 differ; the other 2 are right."
+    assert grade(loaded, output="60000.0\n65504.0\ninf").near_miss == "It prints 4 lines; you wrote 3."
+    assert grade(loaded, output="1\n2\n3\n4").near_miss == ""  # nothing in common: nothing to point at
+    assert grade(predict(answer="60000.0"), output="60001.0").near_miss == ""  # a wrong number is just wrong
 
 
 def test_printed_output_is_compared_after_normalising_line_ends_and_trailing_space() -> None:
