@@ -67,6 +67,9 @@ def summarize(report: Report) -> list[str]:
             f"{cast['name']}{_line(cast['line'])} ran in {cast['output']['dtype']} because autocast "
             f"({ac.get('device_type')}, {ac.get('dtype')}) cast its {' and '.join(froms)} inputs."
         )
+    contrast = _without_autocast(ops, cast) if cast is not None else None
+    if contrast is not None:
+        out.append(contrast)
     fp32 = next((o for o in ops if o["reason"].startswith("run in float32")), None)
     if fp32 is not None:
         out.append(
@@ -105,8 +108,11 @@ def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
     ]
     if not candidates:
         return None
+    # What changed a dtype says more than what kept one: a promotion, then an explicit cast (a
+    # `.half()` came second to the `reshape` before it, which only followed its input).
     promoted = [o for o in candidates if "promoted" in o["reason"]]
-    o = (promoted or candidates)[0]
+    explicit = [o for o in candidates if o["reason"].startswith("explicit cast")]
+    o = (promoted or explicit or candidates)[0]
     where = f"{o['name']}{_line(o['line'])}"
     dt = o["output"]["dtype"]
     if o["reason"].startswith("explicit cast"):
@@ -116,6 +122,19 @@ def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
     if o["reason"].startswith("outside autocast"):
         return f"{where} ran outside autocast, so its output kept its inputs' dtype ({dt})."
     return f"{where} returned {dt} ({o['reason']})."
+
+
+def _without_autocast(ops: list[dict[str, Any]], cast: dict[str, Any]) -> str | None:
+    """The same op as `cast`, run where autocast was off (after its region, or in a nested
+    `autocast(enabled=False)`) and so in another dtype: the contrast a snippet is usually written
+    to show, which the summary's first sentence alone left out."""
+    dt = cast["output"]["dtype"]
+    o = next((o for o in ops if o["name"] == cast["name"] and o["reason"].startswith("outside autocast")
+              and o["output"] and o["output"]["dtype"] != dt and o["line"] is not None), None)  # fmt: skip
+    if o is None:
+        return None
+    return (f"{o['name']}{_line(o['line'])} ran with autocast off, so it returned {o['output']['dtype']}, "
+            f"its inputs' dtype, where under autocast{_line(cast['line'])} it returned {dt}.")
 
 
 def _sentence(text: str) -> str:

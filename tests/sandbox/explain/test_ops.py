@@ -83,7 +83,8 @@ def test_ops_outside_autocast_say_so(explain: Explain) -> None:
         if op["line"] == line_of(code, "c = a.half() * 2") and op["name"] != "Tensor.half"
     ]
     assert "outside autocast" in mul["reason"] and "float16" in mul["reason"]
-    assert "outside autocast" in report["summary"][0]
+    # The summary names what changed a dtype (the explicit cast), not the matmul that kept one.
+    assert report["summary"][0] == "Tensor.half on line 5 converted its input to float16 explicitly; no autocast was involved."
 
 
 def test_mixed_dtypes_outside_autocast_are_promoted(explain: Explain) -> None:
@@ -217,3 +218,29 @@ def test_why_an_op_autocast_cast_nothing_for_says_what_did_decide(explain: Expla
     assert total["reason"] == "autocast cast none of its inputs; the op itself made float16 (as a dtype= argument does)"
     [norm] = ops_named(report, "torch.nn.functional.layer_norm")
     assert norm["reason"] == "keeps its bfloat16 input's dtype; autocast cast none of its inputs"
+
+
+def test_summary_contrasts_an_op_run_with_autocast_off(explain: Explain) -> None:
+    """A nested `autocast(enabled=False)` is what such a snippet shows; the summary named only the
+    op autocast cast (a newcomer's walk), not the same op, a line later, left in float32."""
+    code = (
+        "import torch\n"
+        "a = torch.rand(4, 4)\n"
+        'with torch.autocast("cpu", dtype=torch.bfloat16):\n'
+        "    b = torch.mm(a, a)\n"
+        '    with torch.autocast("cpu", enabled=False):\n'
+        "        c = torch.mm(a, a)\n"
+        "print(b.dtype, c.dtype)\n"
+    )
+    stdout, report = explain(code)
+    assert stdout == "torch.bfloat16 torch.float32\n"
+    assert report["summary"][1] == (
+        "torch.mm on line 6 ran with autocast off, so it returned float32, its inputs' dtype, "
+        "where under autocast on line 4 it returned bfloat16."
+    )
+
+
+def test_summary_names_an_explicit_cast_before_an_op_that_kept_its_dtype(explain: Explain) -> None:
+    code = "import torch\nx = torch.ones(2, 3)\ny = x.reshape(3, 2)\nz = y.half()\nprint(z.dtype)\n"
+    _, report = explain(code)
+    assert any("line 4" in s and "explicitly" in s and "float16" in s for s in report["summary"]), report["summary"]
