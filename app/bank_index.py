@@ -29,6 +29,10 @@ class BankIndex:
     starter: LoadedSet | None = None
     """Where a newcomer starts: the set with the most warm-up (difficulty 1) questions, the first
     such in the bank's order (the first set alphabetically was an advanced one)."""
+    path: tuple[LoadedSet, ...] = ()
+    """The sets in the order a learner meets them (the home page's): the starter, then the
+    easiest on average first. In the bank's (file name) order, "Activation checkpointing", an
+    advanced set, came first and the starter third (a newcomer's walk)."""
 
     def neighbours(self, loaded: LoadedQuestion) -> tuple[LoadedSet | None, int, LoadedQuestion | None, LoadedQuestion | None]:
         """(its set, its position, the previous question, the next one), for a question of this
@@ -51,6 +55,7 @@ def index_of(bank: Bank) -> BankIndex:
     if cached is None:
         place = {q.id: (s, i) for s in bank.sets for i, q in enumerate(s.questions)}
         topics = Counter(q.question.topic for s in bank.sets for q in s.questions)
+        starter = min(bank.sets, key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions), default=None)
         cached = bank.__dict__["_index"] = BankIndex(
             sets={s.id: s for s in bank.sets},
             place=place,
@@ -58,6 +63,11 @@ def index_of(bank: Bank) -> BankIndex:
             set_topics={s.id: sorted({q.question.topic for q in s.questions}) for s in bank.sets},
             count=len(place),
             versions={q.id: (q, q.fingerprint) for s in bank.sets for q in s.questions},
-            starter=min(bank.sets, key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions), default=None),
+            starter=starter,
+            path=tuple(sorted(bank.sets, key=lambda s: (s is not starter, _mean_difficulty(s), s.model.title.lower()))),
         )
     return cached
+
+
+def _mean_difficulty(loaded_set: LoadedSet) -> float:
+    return sum(q.question.difficulty for q in loaded_set.questions) / len(loaded_set.questions)

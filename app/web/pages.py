@@ -59,10 +59,10 @@ async def home(request: Request) -> Response:
         raise invalid("query", "page", "Input should be a page number from 1")
     bank = state.bank
     index = index_of(bank)
-    pages = max(1, -(-len(bank.sets) // SETS_PER_PAGE))
+    pages = max(1, -(-len(index.path) // SETS_PER_PAGE))
     if page_number > pages:
         raise NotFound(f"There is no page {page_number}: the question sets fill {pages}.")
-    shown = bank.sets[(page_number - 1) * SETS_PER_PAGE : page_number * SETS_PER_PAGE]
+    shown = index.path[(page_number - 1) * SETS_PER_PAGE : page_number * SETS_PER_PAGE]
 
     def build() -> Response:
         standing = state.standing(learner, recent=0)
@@ -83,12 +83,12 @@ async def home(request: Request) -> Response:
 
 def _where_next(standing: Standing, index: BankIndex) -> tuple[LoadedSet | None, bool]:
     """The set home suggests, and whether the learner is continuing it: the set of the question
-    they answered last while it has questions they have not; else the starter set, else the
-    first with any, while one has (None once every question is answered)."""
+    they answered last while it has questions they have not; else the first set of the learning
+    path (the starter's first) with any, while one has (None once every question is answered)."""
     last = next(reversed(standing.last), None)
     if last is not None and (found := index.place.get(last)) and standing.set_summary(found[0])["new"]:
         return found[0], True
-    for candidate in (index.starter, *index.sets.values()):
+    for candidate in index.path:
         if candidate is not None and standing.set_summary(candidate)["new"]:
             return candidate, False
     return None, False
