@@ -72,8 +72,8 @@ async def playground_run(
     loaded = state.bank.question(source) if source else None
     response = await page(
         state, request, "playground.html", status_code=error.status if error else 200, code=code,
-        source=loaded, explain=explain, run=run, run_message=error.message if error else None,
-        device=device, devices=state.run_queue.pool.devices(),
+        source=loaded, source_title=title_of(loaded) if loaded else "", explain=explain, run=run,
+        run_message=error.message if error else None, device=device, devices=state.run_queue.pool.devices(),
     )  # fmt: skip
     response.headers.update(error.headers if error else {})
     return response

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.bank import load_bank
+from app.public_question import title_of
 from tests.support.web import Web, form_at
 
 pytestmark = pytest.mark.anyio
@@ -72,6 +73,8 @@ async def test_set_page_shows_each_questions_status(web: Web) -> None:
         web.clock.advance(hours=1)
         page = (await c.get("/sets/basics")).text
         assert 'status-due"><a href="/questions/mc-half-dtype"' in page.replace(">\n    <a", "><a")
+        # The difficulty in words, not only dots with a tooltip (none is shown on a touch screen).
+        assert re.search(r'class="difficulty-word">(warm-up|medium|hard)</span>', page)
 
 
 async def test_question_page_renders_markdown_safely_and_highlights_code(web: Web) -> None:
@@ -169,6 +172,9 @@ async def test_playground_runs_without_javascript(web: Web) -> None:
         assert '<textarea name="code"' in page and "torch.autocast" in page
         prefilled = (await c.get("/run?q=mc-half-dtype")).text
         assert "print(torch.ones(2).half().dtype)" in prefilled
+        # Started from a question: named by its title, as everywhere else, not by its id.
+        title = title_of(c.app.state.web.bank.question("mc-half-dtype"))  # type: ignore[attr-defined]
+        assert f'Started from the question “<a href="/questions/mc-half-dtype">{title}</a>”' in prefilled
         # running an unanswered question's code gives its answer away, whatever its kind: said first
         for question in ("mc-half-dtype", "po-linear-dtype"):
             assert "gives away the answer" in text_of((await c.get(f"/run?q={question}")).text), question
