@@ -165,8 +165,26 @@ def test_choices_by_key_and_focus_on_the_verdict(browser: Browser, live: Server)
         page.keyboard.press("a")
         expect(page.locator("input[name=choice]").first).to_be_checked()
         page.keyboard.press("Control+Enter")
-        expect(page.locator("#result .verdict-title")).to_be_focused()
+        verdict = page.locator("#result .verdict-title")
+        expect(verdict).to_be_focused()
         assert re.search(r"attempt=\d+", page.url)
+        assert verdict.evaluate("e => getComputedStyle(e).outlineStyle") != "none"  # answered by keys: the ring shows where
+    finally:
+        context.close()
+
+
+def test_an_answer_given_by_a_tap_lands_on_the_verdict_without_a_ring(browser: Browser, live: Server) -> None:
+    """The verdict takes the focus (for a screen reader); after a tap Chromium still drew its focus
+    ring, which looked like a selection gone wrong on a phone (a newcomer's walk)."""
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{MC}")
+        page.locator("label.choice").first.tap()
+        page.get_by_role("button", name="Check answer").tap()
+        verdict = page.locator("#result .verdict-title")
+        expect(verdict).to_be_focused()
+        assert verdict.evaluate("e => getComputedStyle(e).outlineStyle") == "none"
     finally:
         context.close()
 

@@ -307,9 +307,22 @@
     linkTraceToCode(document);
     offerWrap(document);
   });
+  // How the learner last acted (a tap or click, or a key), kept across the answer's page load: the
+  // verdict takes the focus on the result page, and Chromium drew its focus ring after a tap too,
+  // where it looked like a selection gone wrong (a newcomer's walk on a phone).
+  let modality = "";
+  document.addEventListener("pointerdown", function () { modality = "pointer"; }, true);
+  document.addEventListener("keydown", function () { modality = "keyboard"; }, true);
+  document.addEventListener("submit", function () {
+    try { sessionStorage.setItem("ampquiz-answered-by", modality); } catch (err) { /* storage off: the ring shows */ }
+  }, true);
   // After the page has loaded and scrolled to #result (which would take the focus back).
   window.addEventListener("load", function () {
     const verdict = document.querySelector("#result .verdict-title");
-    if (verdict && location.hash === "#result") requestAnimationFrame(function () { verdict.focus(); });
+    if (!verdict || location.hash !== "#result") return;
+    let by = "";
+    try { by = sessionStorage.getItem("ampquiz-answered-by") || ""; } catch (err) { /* as above */ }
+    if (by === "pointer") verdict.classList.add("focused-by-pointer");
+    requestAnimationFrame(function () { verdict.focus(); });
   });
 })();
