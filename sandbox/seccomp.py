@@ -165,6 +165,7 @@ REFUSED_FCNTL = {
 """fcntl(fd, cmd, ...) refused for these commands."""
 
 POSIX_FADV_DONTNEED = 4
+F_SETFL = 4
 RWF_NOWAIT = 0x8
 READ_AHEAD_HINTS = {"SEQUENTIAL": 2, "WILLNEED": 3}
 """posix_fadvise and madvise advice (the same numbers in both) that asks the kernel to read ahead
@@ -264,6 +265,8 @@ def _refusals(rule: Rule) -> None:
         rule("prctl", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, option))
     for command in REFUSED_FCNTL.values():
         rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
+    # O_DIRECT turned on after the open (F_SETFL) read past the page cache as open(O_DIRECT) did.
+    rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, F_SETFL), (2, _CMP_MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
     # ioctl(fd, SIOC…): the sockets' interface and routing requests (0x89xx: SIOCGIFCONF,
     # SIOCGIFHWADDR, SIOCETHTOOL…) and the wireless ones (0x8Bxx). A run's own namespace has
     # only a loopback to show, but a socket answers for the namespace it was made in, and a run
@@ -276,7 +279,10 @@ def _refusals(rule: Rule) -> None:
     # are out of a filter's reach, is not on the allow-list: libc and Python never need it.)
     rule("open", eperm, (1, _CMP_MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
     rule("openat", eperm, (2, _CMP_MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
-    rule("fadvise64", eperm, (3, _CMP_EQ, POSIX_FADV_DONTNEED, 0))
+    # The kernel reads fadvise's and madvise's advice as a 32-bit int: compared on all 64 bits,
+    # `advice | 1 << 32` was the refused advice all the same (a review evicted a shared file with
+    # it, and queued 512 MB of read-ahead in 0.1 s). The low 32 bits only, as for prctl and fcntl.
+    rule("fadvise64", eperm, (3, _CMP_MASKED_EQ, 0xFFFFFFFF, POSIX_FADV_DONTNEED))
     # Read-ahead the caller does not wait for (fadvise or madvise WILLNEED and SEQUENTIAL,
     # readahead(2)) queued up to a gigabyte of reads behind the run's disk cap in a fraction of a
     # second: pages queued there stay locked, so the host's own reads of them waited up to the
@@ -284,8 +290,8 @@ def _refusals(rule: Rule) -> None:
     # once, uncapped (1 GiB in 1.1 s). They are hints: they succeed and do nothing. A run's reads
     # still read ahead as the kernel chooses, in the reader's own time, under the cap.
     for advice in READ_AHEAD_HINTS.values():
-        rule("fadvise64", _act_errno(0), (3, _CMP_EQ, advice, 0))
-        rule("madvise", _act_errno(0), (2, _CMP_EQ, advice, 0))
+        rule("fadvise64", _act_errno(0), (3, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
+        rule("madvise", _act_errno(0), (2, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
     rule("readahead", _act_errno(0))
     # preadv2(..., RWF_NOWAIT) fails rather than wait for the disk: on a shared read-only file it
     # said whether another run had just read it (its pages in the cache), the leak that inotify,

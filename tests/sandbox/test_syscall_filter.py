@@ -383,6 +383,15 @@ def test_cant_read_past_the_page_cache_or_drop_it_for_everyone(sb: Sandbox) -> N
             except OSError as e:
                 print(advice, errno.errorcode[e.errno])
         print("openat2:", call(437, -100, text(path.encode()), 0, 0))
+        # The kernel reads the advice as a 32-bit int: high bits set, it is DONTNEED all the same.
+        print("fadvise64 DONTNEED | 1 << 32:", call(221, fd, 0, 0, 4 | 1 << 32))
+        import fcntl  # O_DIRECT turned on after the open read past the cache as open(O_DIRECT) did
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, os.O_DIRECT)
+            print("F_SETFL O_DIRECT: ok")
+        except OSError as e:
+            print("F_SETFL O_DIRECT:", errno.errorcode[e.errno])
+        print("F_SETFL O_NONBLOCK:", fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK))
         # RWF_NOWAIT: a read that fails rather than wait for the disk said whether another run
         # had just read a shared file (an attacker's review). Without the flag, preadv2 reads.
         for flags in (os.RWF_NOWAIT, 0):
@@ -392,5 +401,6 @@ def test_cant_read_past_the_page_cache_or_drop_it_for_everyone(sb: Sandbox) -> N
                 print("preadv2", flags, errno.errorcode[e.errno])
     """)
     assert out == ("direct: EPERM\nplain: 10\nPOSIX_FADV_DONTNEED EPERM\nPOSIX_FADV_SEQUENTIAL ok\n"
-                   "openat2: ENOSYS\npreadv2 8 EPERM\npreadv2 0 10\n"), out  # fmt: skip
+                   "openat2: ENOSYS\nfadvise64 DONTNEED | 1 << 32: EPERM\nF_SETFL O_DIRECT: EPERM\nF_SETFL O_NONBLOCK: 0\n"
+                   "preadv2 8 EPERM\npreadv2 0 10\n"), out  # fmt: skip
     assert_still_works(sb)
