@@ -75,7 +75,8 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
         if "root-sys-pci" in steps or "root-sys-cpu" in steps:  # a narrower /sys than the runners' now
             pci = tuple(str(p) for p in Path("/sys/devices").glob("pci*"))
             module = tuple(str(p) for p in Path("/sys/module").glob("nvidia*"))
-            filesystem.SYS_CUDA = (*filesystem.SYS_CPU, "/sys/bus/pci", *pci, *module) if "root-sys-pci" in steps else filesystem.SYS_CPU
+            cpu = ("/sys/devices/system/cpu", "/sys/devices/system/node")  # the live folders, as CPU hosts had them
+            filesystem.SYS_CUDA = (*cpu, "/sys/bus/pci", *pci, *module) if "root-sys-pci" in steps else cpu
             steps = [*steps, "root"]
         if "root" in steps:  # before CUDA starts, as in a runner: its namespaces and its own root
             isolation.enter_namespaces()

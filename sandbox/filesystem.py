@@ -13,8 +13,9 @@ there. It then `pivot_root`s into it and lets go of the host's tree entirely.
     /dev        tmpfs: null, zero, full, random, urandom, shm/, fd and std* links; on a CUDA host
                 the /dev/nvidia* devices. No fuse, no block devices, no ptys.
     /proc       a fresh proc of the run's own pid namespace
-    /sys        only devices/system/{cpu,node} (what torch and libc read); more on a CUDA host,
-                where NVML reads the PCI tree. Never /sys/fs/cgroup: no other run's cgroup shows.
+    /sys        on a CPU host, copies of what devices/system/{cpu,node} say of the CPUs and
+                memory nodes (what torch and libc read), none of the host's live counters; more
+                on a CUDA host, where NVML reads the PCI tree (live). Never /sys/fs/cgroup.
     /tmp, /var/tmp, /dev/shm   private tmpfs, `tmp_bytes` each
 
 Where the host refuses the new root (no mount namespace), `deny_listed` is the fallback: the host's
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import glob
 import os
 import platform
 import stat
@@ -63,7 +65,18 @@ SYSTEM_DIRS = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32"
 TOP_LEVEL = ("/bin", "/lib", "/lib64", "/lib32", "/libx32")
 """Links into /usr on a merged-/usr host (recreated as links), directories elsewhere (bound)."""
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
-SYS_CPU = ("/sys/devices/system/cpu", "/sys/devices/system/node")
+SYS_SYSTEM = "/sys/devices/system"
+SYS_CPU_FILES = (
+    "cpu/online", "cpu/possible", "cpu/present", "cpu/offline", "cpu/kernel_max", "cpu/isolated",
+    "cpu/cpu*/online", "cpu/cpu*/topology/*", "cpu/cpu*/cache/index*/*",
+    "node/online", "node/possible", "node/has_cpu", "node/has_memory", "node/has_normal_memory",
+    "node/node*/cpulist", "node/node*/cpumap", "node/node*/distance",
+)  # fmt: skip
+"""What a run sees of /sys on a CPU host, under SYS_SYSTEM: copies, made when the root is built, of
+the files that say what the CPUs and memory nodes are (glibc's CPU count reads cpu/online; thread
+pools read the topology and the caches). The live folders, bound until now, also held the whole
+host's counters: each node's meminfo, vmstat and numastat, each CPU's idle time (cpuidle). From
+them one run read another's CPU and memory use (an attacker's review)."""
 SYS_CUDA = ("/sys/bus", "/sys/devices", "/sys/class", "/sys/module")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
@@ -137,7 +150,7 @@ def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp
     files = [p for p in SYSTEM_FILES if os.path.exists(p) and not os.path.islink(p)]
     links |= {p: os.readlink(p) for p in SYSTEM_FILES if os.path.islink(p)}
     sources += [p for p in TOP_LEVEL if p not in links and os.path.isdir(p)]
-    sys_dirs = [p for p in (SYS_CUDA if cuda else SYS_CPU) if os.path.isdir(p)]
+    sys_dirs = [p for p in SYS_CUDA if os.path.isdir(p)] if cuda else []  # a CPU host's: copies (`_static_sys`)
     dev = [n for n in DEV_NODES if os.path.exists(f"/dev/{n}")]
     if cuda:
         dev += sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
@@ -198,6 +211,8 @@ def _populate(
         os.makedirs(base + tmp)
         if uid is not None:
             mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options(tmp_bytes))
+    if not cuda:
+        _static_sys(base + SYS_SYSTEM)
     for path in [*sources, *sys_dirs]:
         if path in handles:
             os.makedirs(base + path, exist_ok=True)
@@ -229,6 +244,25 @@ def _populate(
             else:
                 mount("/dev/null", base + path, None, MS_BIND)
     return done
+
+
+def _static_sys(target: str) -> None:
+    """SYS_CPU_FILES, copied from the host's SYS_SYSTEM onto a read-only tmpfs at `target` (a file
+    the host will not let us read is left out, as sysfs leaves out what a CPU lacks)."""
+    found = sorted({p for pattern in SYS_CPU_FILES for p in glob.glob(f"{SYS_SYSTEM}/{pattern}") if os.path.isfile(p)})
+    os.makedirs(target, exist_ok=True)
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={64 * 1024 + 4096 * len(found)},mode=755")
+    for path in found:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        copy = target + path[len(SYS_SYSTEM) :]
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        with open(copy, "wb") as f:
+            f.write(data)
+    mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes: int | None) -> bool:

@@ -167,15 +167,20 @@ def test_runs_at_the_same_time_do_not_share_a_network(sb: Sandbox) -> None:
         assert r.status == "ok" and r.stdout == "", r
 
 
-def test_cant_read_the_hosts_counters_in_proc(sb: Sandbox) -> None:
+def test_cant_read_the_hosts_counters_in_proc_or_sys(sb: Sandbox) -> None:
     """A run's /proc shows processes only: the host-wide files beside them (load, CPU and memory
     counters, every disk's I/O, the boot id) told a run how busy the host was, and so what other
-    runs were doing. What a snippet reads of itself is still there, and the CPU count is right."""
+    runs were doing; its /sys holds copies of what the CPUs are, not the live counters beside
+    them. What a snippet reads of itself is still there, and the CPU count is right."""
     r = run(sb, """
         import os
         for name in ("loadavg", "stat", "meminfo", "vmstat", "diskstats", "interrupts", "pressure/io",
                      "sys/kernel/random/boot_id", "cmdline", "uptime", "net/sockstat", "sys/fs/dentry-state"):
             print(name, os.path.exists("/proc/" + name))
+        # /sys held them too: each node's memory counters, each CPU's idle time (an attacker's review).
+        for name in ("node/node0/meminfo", "node/node0/vmstat", "node/node0/numastat", "cpu/cpu0/cpuidle", "cpu/cpu0/cpufreq"):
+            print(name, os.path.exists("/sys/devices/system/" + name))
+        print("sys", open("/sys/devices/system/cpu/online").read().strip(), os.listdir("/sys/devices/system/cpu/cpu0/topology") != [])
         print("self", len(open("/proc/self/status").read()) > 0, len(os.listdir("/proc/self/fd")) > 0,
               os.path.exists("/proc/self/net/snmp"), os.path.exists("/proc/1/cmdline"))
         print("cpus", os.cpu_count())
@@ -188,6 +193,7 @@ def test_cant_read_the_hosts_counters_in_proc(sb: Sandbox) -> None:
     seen = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert {name: shown for name, shown in seen.items() if shown == "True"} == {}, r.stdout
     assert seen.pop("self") == "True True True True" and seen.pop("cpus") == str(os.cpu_count()), r.stdout
+    assert seen.pop("sys") == f"{open('/sys/devices/system/cpu/online').read().strip()} True", r.stdout
     assert set(seen.values()) == {"False"}, r.stdout
 
 
