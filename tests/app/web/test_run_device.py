@@ -33,5 +33,10 @@ async def test_the_playground_offers_the_devices_and_keeps_the_choice(web: Web) 
         ran = await c.post("/run", data={"code": ASKS_CUDA, "device": "cuda"})
         assert "needs a CUDA GPU" in ran.text
         assert re.search(r'<option value="cuda" selected', ran.text)  # the choice survives the round trip
+        # Offered only when something could run it (a newcomer's walk picked it and got "not run");
+        # kept choosable when it is the code's own choice, so the run says plainly that none is
+        # online, where sent to the CPU the code would fail on its first .cuda().
+        assert re.search(r'<option value="cuda"\s+disabled>', page)
+        assert re.search(r'<option value="cuda" selected\s*>', ran.text)
         panel = await c.post("/run/panel", data={"code": "print(5)", "device": "cpu"})
         assert "5" in panel.text and panel.status_code == 200
