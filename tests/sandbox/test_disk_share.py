@@ -24,6 +24,8 @@ def uncached_file() -> Iterator[Path]:
     """24 MiB on the disk, in a folder every run may read (the Python environment), with none of
     it in the page cache: reading it goes to the disk."""
     path = Path(sys.prefix) / f"ampquiz-disk-probe-{os.getpid()}.bin"
+    if os.major(os.stat(sys.prefix).st_dev) == 0 and "tmpfs" in _filesystem_of(sys.prefix):
+        pytest.skip(f"{sys.prefix} is on a tmpfs: its files are in memory, there is no disk to cap")
     with open(path, "wb") as f:
         f.write(os.urandom(24 * MIB))
         f.flush()
@@ -32,6 +34,16 @@ def uncached_file() -> Iterator[Path]:
         yield path
     finally:
         path.unlink()
+
+
+def _filesystem_of(path: str) -> str:
+    """The type of the filesystem `path` is on, from the longest mount point above it."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, fstype, *_ = line.split()
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind
 
 
 def _drop_from_cache(path: Path) -> None:
