@@ -14,6 +14,7 @@ arrives and no longer sees /sys/fs/cgroup, so the caps are the pool's to write.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -242,25 +243,20 @@ class RunCgroup:
                     _LEFT_BEHIND.add(d)
 
 
-_DISKS: list[str] | None = None
-
-
-def host_disks() -> list[str]:
+@functools.cache
+def host_disks() -> tuple[str, ...]:
     """Every disk of the host that holds anything, as `MAJ:MIN`: the whole disks /sys/block lists
     (the kernel throttles a disk, not a partition), loop devices with an image attached included.
     All of them, not only the one behind the run's root: what a run may read lies on whichever
     disks the host mounted its folders from, and an overlay root names no disk at all. Read once."""
-    global _DISKS
-    if _DISKS is None:
-        found = []
-        for disk in sorted(Path("/sys/block").glob("*")):
-            try:
-                if int((disk / "size").read_text()) > 0:
-                    found.append((disk / "dev").read_text().strip())
-            except (OSError, ValueError):
-                continue
-        _DISKS = found
-    return _DISKS
+    found = []
+    for disk in sorted(Path("/sys/block").glob("*")):
+        try:
+            if int((disk / "size").read_text()) > 0:
+                found.append((disk / "dev").read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return tuple(found)
 
 
 _LEFT_BEHIND: set[Path] = set()

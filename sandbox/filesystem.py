@@ -36,27 +36,6 @@ import stat
 from sandbox.isolation import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount
 
 MS_NOEXEC = 0x8
-
-
-def mount_proc(target: str, flags: int, *, pids_only: bool) -> list[str]:
-    """A fresh proc at `target` showing processes only (`subset=pid`, Linux 5.8+): its own pid
-    namespace's, and none of the host-wide files beside them. Those are the host's, whatever the
-    namespace: /proc/loadavg, stat, meminfo, vmstat, diskstats, interrupts, pressure/ and
-    sys/kernel/random/boot_id told a run how busy the host and its disk were, and so what other
-    runs were doing. /proc/self (its fds, status, maps, mountinfo, net) is still there. A kernel
-    that does not know the option gets the whole proc, and the protection is not claimed; so does
-    a CUDA runner (`pids_only` False): the driver and NVML read /proc/driver/nvidia when CUDA
-    starts, and that has not been tried on a GPU with the subset.
-    Returns the protections in force; OSError where no proc could be mounted at all."""
-    if pids_only:
-        try:
-            mount("proc", target, "proc", flags, "subset=pid")
-            return ["private-proc", "proc-pids-only"]
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-    mount("proc", target, "proc", flags)
-    return ["private-proc"]
 MNT_DETACH = 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -85,6 +64,27 @@ TMP_INODES = 16_384
 """Files a run's /tmp, /var/tmp and /dev/shm may each hold. Their size caps the bytes, not the
 count: a run made 150,000 empty files, whose teardown after its result then took seconds of the
 host's CPU and outlasted the cleanup's wait for its cgroup (left behind, one a run)."""
+
+
+def mount_proc(target: str, flags: int, *, pids_only: bool) -> list[str]:
+    """A fresh proc at `target` showing processes only (`subset=pid`, Linux 5.8+): its own pid
+    namespace's, and none of the host-wide files beside them. Those are the host's, whatever the
+    namespace: /proc/loadavg, stat, meminfo, vmstat, diskstats, interrupts, pressure/ and
+    sys/kernel/random/boot_id told a run how busy the host and its disk were, and so what other
+    runs were doing. /proc/self (its fds, status, maps, mountinfo, net) is still there. A kernel
+    that does not know the option gets the whole proc, and the protection is not claimed; so does
+    a CUDA runner (`pids_only` False): the driver and NVML read /proc/driver/nvidia when CUDA
+    starts, and that has not been tried on a GPU with the subset.
+    Returns the protections in force; OSError where no proc could be mounted at all."""
+    if pids_only:
+        try:
+            mount("proc", target, "proc", flags, "subset=pid")
+            return ["private-proc", "proc-pids-only"]
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    mount("proc", target, "proc", flags)
+    return ["private-proc"]
 
 
 def tmp_options(tmp_bytes: int) -> str:

@@ -89,7 +89,7 @@ def _where_next(standing: Standing, index: BankIndex) -> tuple[LoadedSet | None,
     if last is not None and (found := index.place.get(last)) and standing.set_summary(found[0])["new"]:
         return found[0], True
     for candidate in index.path:
-        if candidate is not None and standing.set_summary(candidate)["new"]:
+        if standing.set_summary(candidate)["new"]:
             return candidate, False
     return None, False
 
@@ -203,14 +203,13 @@ async def answer_form(request: Request) -> Response:
     loaded = state.question(request.path_params["question_id"])
     state.ensure_gradeable(loaded)
 
-    def refused(status: int, error: str, headers: dict[str, str] | None = None) -> Awaitable[Response]:
+    def refused(status: int, error: str, headers: dict[str, str] | None = None, retry_after: int | None = None) -> Awaitable[Response]:
         """The question again, with why the answer was not taken and the answer as it was sent."""
 
         def build() -> Response:
             context = question_context(state, learner, loaded)
             if review is not None:  # still in the review session, as the form was
                 context.update(review_since=review, review_left=left_in_session(state, learner))
-            retry_after = int((headers or {}).get("Retry-After", 0)) or None  # counted down on the page
             page = render_page(state, request, "question.html", status_code=status, error=error, retry_after=retry_after,
                                said_output=output or "", said_picked=choice, **context)  # fmt: skip
             page.headers.update(headers or {})
@@ -227,7 +226,7 @@ async def answer_form(request: Request) -> Response:
     try:  # a form sent again (a reload, a double click) goes where its first sending went
         saved, _is_new = await state.keep_answer(request, learner, loaded, graded, submit_id or None, elapsed)
     except TooManyAnswers as exc:
-        return await refused(exc.status, exc.message, exc.headers)
+        return await refused(exc.status, exc.message, exc.headers, retry_after=exc.retry_after_s)  # counted down on the page
     query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 

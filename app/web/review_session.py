@@ -29,6 +29,12 @@ SESSION_REACH = timedelta(days=1)
 every attempt (`since=0`) on a shared page thread held up other learners' pages."""
 
 
+def session_start(state: WebState) -> str:
+    """A session begun now, as its URL carries it (`Since`): the overview's "Review now" and
+    /review/start both begin one."""
+    return str(int(state.clock().timestamp()))
+
+
 def parse_since(since: str | None, now: datetime) -> datetime | None:
     """When the session started, at most `SESSION_REACH` ago; None for no moment at all (or one
     past the calendar's end: twelve digits reach the year 33658)."""
@@ -54,7 +60,7 @@ async def review_overview(request: Request, state: State, learner: Learner) -> R
         standing = state.standing(learner, recent=0)
         due = due_now(state, learner, standing)
         later = [r for r in standing.queue() if not r.is_due]
-        since = str(int(state.clock().timestamp()))
+        since = session_start(state)
         return render_page(state, request, "review.html", due=due, later=later, since=since)
 
     return await in_thread(state, build)
@@ -64,7 +70,7 @@ async def review_overview(request: Request, state: State, learner: Learner) -> R
 async def review_begin(state: State) -> Response:
     """A review session begun from another page's "Review now": straight to its first due
     question (the overview at /review had a second "Review now" to press)."""
-    return RedirectResponse(f"/review/next?since={int(state.clock().timestamp())}", status_code=303)
+    return RedirectResponse(f"/review/next?since={session_start(state)}", status_code=303)
 
 
 @router.get("/review/next")
