@@ -24,8 +24,10 @@ answer stands):
 - sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg),
   and IP sockets of any protocol but TCP and UDP;
 - native AIO, inotify and fcntl's directory notifications and leases (host-wide budgets and a view
-  of other runs' file activity), the prctl options that would let a run outlive the server or dump
-  its memory to the host, and setting the core-dump limit (for the same reason).
+  of other runs' file activity); reads past the page cache (O_DIRECT), read-ahead hints and disk
+  flushes (`fsync` and its kin succeed and do nothing: a run writes only to memory), the prctl
+  options that would let a run outlive the server or dump its memory to the host, and setting the
+  core-dump limit (for the same reason).
 
 They are compiled once in the zygote by the system's libseccomp (a thin ctypes binding: no
 compiled dependency) and exported as BPF programs; a runner loads them with two seccomp(2) calls,
@@ -171,6 +173,9 @@ READ_AHEAD_HINTS = {"SEQUENTIAL": 2, "WILLNEED": 3}
 """posix_fadvise and madvise advice (the same numbers in both) that asks the kernel to read ahead
 on the caller's behalf: answered "done" and left undone (see `_refusals`)."""
 
+MS_SYNC = 4
+"""msync's flag that writes a shared mapping's file out and flushes it (see `_refusals`)."""
+
 REFUSED_IOCTL_RANGES = (0x8900, 0x8B00)
 """ioctl(fd, request, ...) refused for the 256 requests from each (see `_refusals`)."""
 
@@ -293,6 +298,14 @@ def _refusals(rule: Rule) -> None:
         rule("fadvise64", _act_errno(0), (3, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
         rule("madvise", _act_errno(0), (2, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
     rule("readahead", _act_errno(0))
+    # fsync and its kin on a file of the read-only mounts still sent the disk a cache flush, each
+    # (an attacker's review: 6,000 flushes in 3 s, up to the run's disk cap, and a flush writes
+    # out the device's whole cache, which the host's database commits then wait behind). A run
+    # writes only to its tmpfs folders, where a flush has nothing to do: they succeed and do
+    # nothing, as `sync` and `syncfs` are left off the allow-list for the same reason.
+    for call in ("fsync", "fdatasync", "sync_file_range"):
+        rule(call, _act_errno(0))
+    rule("msync", _act_errno(0), (2, _CMP_MASKED_EQ, MS_SYNC, MS_SYNC))
     # preadv2(..., RWF_NOWAIT) fails rather than wait for the disk: on a shared read-only file it
     # said whether another run had just read it (its pages in the cache), the leak that inotify,
     # F_NOTIFY and leases are refused for. Without the flag a read is a read.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from pygments import highlight as _pyg_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
@@ -23,6 +23,10 @@ def indent_class(line: str, prefix: int = 0) -> str:
     text = line[prefix:]
     return f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
 
+
+_BREAK_AFTER = re.compile(r'(<span class="[op]">[^<]*[.(,\[]</span>)')
+"""A `.`, `(`, `,` or `[` token as Pygments writes it (an operator or punctuation span): a phone's
+wrapped line may break after one (`<wbr>`), where otherwise a dotted call broke inside a name."""
 
 _LINE_SPAN = re.compile(r'<span id="L-(\d+)">')
 """Each line's span as Pygments writes it (the code's own text is escaped, so only these match)."""
@@ -44,8 +48,19 @@ def highlight(code: str | None) -> Markup:
         html = _LINE_SPAN.sub(
             lambda m: f'<span id="L-{m[1]}" class="{depths[n]}">' if (n := int(m[1])) in depths else m[0], html
         )
+    # On a phone a long line wraps (app.css). A dotted call is one word to the browser: it moved
+    # whole to the row under the line's number, which stood alone, and then broke inside a name
+    # (`model.weig` / `ht.grad`). It may break after a dot, a bracket or a comma instead; copied,
+    # the code is the same (`<wbr>` is no character).
+    html = _BREAK_AFTER.sub(r"\1<wbr>", html)
     # A long line scrolls sideways inside the block: keyboard users must be able to reach it.
     return Markup(html.replace("<pre>", '<pre tabindex="0" aria-label="Code">', 1))
+
+
+def with_breaks(text: str) -> Markup:
+    """A line of code as HTML (escaped), which a phone may wrap after a dot, a bracket or a comma,
+    as `highlight`'s lines (a What-if card's diff)."""
+    return Markup(re.sub(r"([.(,\[])", r"\1<wbr>", str(escape(text))))
 
 
 CODE_BG = {"light": "#f7f8fa", "dark": "#161b26"}

@@ -4,6 +4,7 @@ go to tests/output/phone-*.png."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -265,6 +266,51 @@ def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browse
             line,
         )
         assert last > first, (first, last)  # the continuation hangs deeper than `opt`
+    finally:
+        context.close()
+
+
+def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(browser: Browser, live: Server) -> None:
+    """A dotted call is one word to the browser: on a phone it moved whole under the line's number,
+    which stood alone on its row, then broke inside a name (`model.weig` / `ht.grad`), a newcomer's
+    walk. It now breaks after a dot, a bracket or a comma, starting on the number's row."""
+    from app.web.code_html import highlight
+
+    line = "print(torch.count_nonzero(model.weight.grad).item(), torch.count_nonzero(model.bias.grad).item())"
+    html = str(highlight(line + "\n"))
+    inner = html[html.index('<span id="L-1">') + len('<span id="L-1">') : html.rindex("</span></code>")]
+    context = browser.new_context(viewport={"width": 320, "height": 740}, base_url=live.url)
+    page = context.new_page()
+    try:
+        page.goto(f"/questions/{PO}")
+        rows = page.evaluate(
+            """inner => {
+                const span = document.getElementById("L-1");
+                span.className = "";
+                span.innerHTML = inner;
+                const rows = new Map();
+                const walker = document.createTreeWalker(span, NodeFilter.SHOW_TEXT);
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    for (let i = 0; i < node.length; i++) {
+                        const range = document.createRange();
+                        range.setStart(node, i);
+                        range.setEnd(node, i + 1);
+                        const rect = range.getBoundingClientRect();
+                        if (rect.width === 0) continue;
+                        const top = Math.round(rect.top);
+                        rows.set(top, (rows.get(top) || "") + node.data[i]);
+                    }
+                }
+                const numberTop = Math.round(span.getBoundingClientRect().top);
+                return [...rows.entries()].sort((a, b) => a[0] - b[0]).map(([top, text]) => [top - numberTop, text]);
+            }""",
+            inner,
+        )
+        assert len(rows) > 1, rows  # it does wrap at this width
+        assert abs(rows[0][0]) < 8 and rows[0][1].startswith("print("), rows  # on the number's row
+        for (_, row), (_, following) in itertools.pairwise(rows):
+            assert row.rstrip()[-1] in ".(,[" and following.lstrip()[0].isalpha(), rows  # between names
+        assert "".join(text for _, text in rows) == line
     finally:
         context.close()
 

@@ -193,7 +193,7 @@ def test_cant_read_the_hosts_counters_in_proc_or_sys(sb: Sandbox) -> None:
     seen = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert {name: shown for name, shown in seen.items() if shown == "True"} == {}, r.stdout
     assert seen.pop("self") == "True True True True" and seen.pop("cpus") == str(os.cpu_count()), r.stdout
-    assert seen.pop("sys") == f"{open('/sys/devices/system/cpu/online').read().strip()} True", r.stdout
+    assert seen.pop("sys") == f"{Path('/sys/devices/system/cpu/online').read_text().strip()} True", r.stdout
     assert set(seen.values()) == {"False"}, r.stdout
 
 
