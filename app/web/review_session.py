@@ -5,6 +5,7 @@ in the URL; what was reviewed is read back from the attempts made since then."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -20,8 +21,15 @@ from app.web.state import WebState
 
 router = APIRouter(include_in_schema=False)
 
-Since = Annotated[str, Query(pattern=r"^\d{1,12}$")]
-"""When the session started, in whole seconds since the epoch (UTC)."""
+Since = Annotated[str | None, Query()]
+"""When the session started, in whole seconds since the epoch (UTC): 1 to 12 digits. Absent or
+not so (a bookmark, a link cut short), the learner is sent on rather than shown a 422
+(`_session_moment`)."""
+_SINCE = re.compile(r"^\d{1,12}$")
+
+
+def _session_moment(since: str | None) -> str | None:
+    return since if since is not None and _SINCE.match(since) else None
 
 
 SESSION_REACH = timedelta(days=1)
@@ -74,7 +82,9 @@ async def review_begin(state: State) -> Response:
 
 
 @router.get("/review/next")
-async def review_next(request: Request, state: State, learner: Learner, since: Since) -> Response:
+async def review_next(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
+    if _session_moment(since) is None:  # no session to go on with: one begins now
+        return RedirectResponse("/review/start", status_code=303)
     due = await in_thread(state, lambda: due_now(state, learner))
     if not due:
         return RedirectResponse(f"/review/done?since={since}", status_code=303)
@@ -82,7 +92,9 @@ async def review_next(request: Request, state: State, learner: Learner, since: S
 
 
 @router.get("/review/done")
-async def review_done(request: Request, state: State, learner: Learner, since: Since) -> Response:
+async def review_done(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
+    if _session_moment(since) is None:  # no session to sum up: the overview says what is due
+        return RedirectResponse("/review", status_code=303)
     started = parse_since(since, state.clock())
 
     def build() -> Response:

@@ -408,6 +408,10 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         assert ">print(1)\n</textarea>" in refused.text
         bad_minutes = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "abc"})
         assert bad_minutes.status_code == 400 and "whole number of minutes" in bad_minutes.text
+        # Too long a number is said on the form too, the picked question kept (a bare 422 page lost both).
+        too_long = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "100000"})
+        assert too_long.status_code == 400 and "1 to 600" in too_long.text
+        assert re.search(r'value="mc-half-dtype"[^>]* checked', too_long.text) and 'maxlength="3"' in too_long.text
         coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random())\n"})
         assert coin.status_code == 400 and "printed something else when run again" in coin.text
 

@@ -39,7 +39,7 @@ async def new_form(request: Request, state: State, who: Instructor) -> Response:
 async def create(
     request: Request, state: State, who: Instructor,
     questions: Annotated[list[str], Form()] = [],  # noqa: B006
-    minutes: Annotated[str, Form(max_length=4)] = "",
+    minutes: Annotated[str, Form(max_length=40)] = "",  # checked below, said on the form itself
     adhoc: Annotated[str, Form(max_length=60_000)] = "",
 ) -> Response:  # fmt: skip
     unknown = [q for q in questions if state.bank.question(q) is None]
@@ -49,8 +49,8 @@ async def create(
         held = [q for q in questions if state.proof(state.bank.question(q)).state == "held_back"]  # type: ignore[arg-type]
         if held:
             raise ValueError(f"the key of {held[0]!r} is under review (a run here contradicts it): no candidate could be graded on it")
-        if minutes.strip() and not minutes.strip().isdigit():
-            raise ValueError("the time limit is a whole number of minutes (or empty, for none)")
+        if minutes.strip() and not (minutes.strip().isascii() and minutes.strip().isdigit() and len(minutes.strip()) <= 3):
+            raise ValueError("the time limit is a whole number of minutes, 1 to 600 (or empty, for none)")
         limit = int(minutes) if minutes.strip() else None
         entries_: list[str | dict[str, Any]] = list(questions)
         for n, code in enumerate(snippets.split_snippets(adhoc), start=1):

@@ -245,3 +245,23 @@ def test_a_torch_range_that_is_no_version_range_is_a_problem_at_its_line() -> No
     assert [(p.line, "'2.12 or later' is not a version range" in p.message) for p in problems] == [(11, True)], problems
     loaded, problems = load_text(text.replace("2.12 or later", ">=2.12"), "x", "x.yaml")
     assert problems == [] and loaded is not None and loaded.questions[0].question.torch_versions == ">=2.12"
+
+
+def test_the_real_banks_words_to_learners_never_speak_of_its_own_sources() -> None:
+    """The bank was drafted from "seed" documents; seven texts said "the seed's comment", "what the
+    seed means by" to learners, who never saw one (a newcomer's walk). The `source:` field keeps
+    the provenance, for instructors."""
+    import re
+
+    from tests.support.cli import REPO
+
+    jargon = re.compile(r"\bthe seed\b|\bseed's\b|\bseed claims?\b|\bseeds/", re.IGNORECASE)
+    bank = load_bank(REPO / "questions")
+    said: list[str] = []
+    for loaded_set in bank.sets:
+        said += [f"{loaded_set.path}: {loaded_set.model.title} {loaded_set.model.description or ''}"]
+    for q in bank.questions:
+        texts = [q.question.title or "", q.question.prompt, q.question.explanation or ""]
+        texts += [f"{c.text} {c.why}" for c in getattr(q.question, "choices", [])]
+        said += [f"{q.id}: {text}" for text in texts]
+    assert [text for text in said if jargon.search(text)] == []

@@ -298,6 +298,18 @@ def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
     assert "tensor([1.])" in html and "careful" in html
 
 
+def test_a_hazards_line_op_and_message_read_as_words_apart() -> None:
+    """The templates trim the newline after a block tag: "line 14Tensor.backward" (a newcomer's walk)."""
+    from app.web.render import make_templates
+
+    run = {"status": "ok", "stdout": "", "stderr": "", "exception": None, "warnings": [], "duration_ms": 1.0,
+           "environment": {}, "message": "",
+           "explanation": {"hazards": [{"kind": "underflow", "line": 14, "op": "Tensor.backward", "message": "went to zero"}]}}  # fmt: skip
+    html = make_templates().env.get_template("_run.html").render(run=run)
+    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))  # tags gone, nothing added: as a browser shows it
+    assert "line 14 Tensor.backward went to zero" in shown
+
+
 def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
     """Pages read a run's report (dicts) as `value.name`, by the key at once: a key is its value,
     a dict method's name is still the method even where a key has that name, and a missing key
@@ -381,6 +393,21 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert "Nothing is due" in (await c.get("/review")).text
         queue = (await c.get("/api/progress")).json()["review"]
         assert all(not r["is_due"] for r in queue) and len(queue) == 3
+
+
+async def test_a_link_cut_short_or_mistyped_sends_the_learner_on_instead_of_a_422(web: Web) -> None:
+    """A bookmarked /review/next or /review/done (no session moment) and `?attempt=abc` gave a page
+    saying only "since: Field required" or "Input should be a valid integer" (a newcomer's walk)."""
+    async with web.client() as c:
+        begun = await c.get("/review/next")
+        assert begun.status_code == 303 and begun.headers["location"] == "/review/start"
+        for url in ("/review/done", "/review/done?since=yesterday"):
+            back = await c.get(url)
+            assert back.status_code == 303 and back.headers["location"] == "/review", url
+        for url in ("/questions/po-linear-dtype?attempt=abc", "/questions/po-linear-dtype?attempt=1x&review=soon"):
+            page = await c.get(url)
+            assert page.status_code == 200 and "What does it print?" in page.text, url
+            assert "Review session" not in page.text
 
 
 async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_them(web: Web) -> None:
