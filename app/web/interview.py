@@ -136,7 +136,11 @@ async def _candidate_page(
     deadline = done.deadline(interview)
     # Past it the server refuses predictions, runs and more time: the page offers none of them.
     time_up = TimeIsUp.message if _time_is_up(state, interview, done) else None
-    context.update(deadline=deadline.isoformat() if deadline else None, time_up=time_up, **extra)
+    # The countdown runs from what is left by the server's clock (not the candidate's, which may be
+    # minutes off: the page would have said "time is up" early, or reloaded again and again).
+    left_ms = round((deadline - state.clock()).total_seconds() * 1000) if deadline else None
+    context.update(deadline=deadline.isoformat() if deadline else None, left_ms=left_ms,
+                   grace_s=int(LATE_GRACE.total_seconds()), time_up=time_up, **extra)  # fmt: skip
     return await page(
         state, request, "interview/candidate.html", status_code=status_code, **context
     )

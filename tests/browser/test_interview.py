@@ -209,3 +209,40 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Serv
                 )
             assert axe_violations(page) == [], f"{name} ({scheme}): {axe_violations(page)}"
         context.close()
+
+
+def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_runs_out(browser: Browser, server: Server, shots: Path) -> None:
+    """The clock sat at the top, 750 px above a phone's answer box, said nothing as time ran low,
+    and at 0 left the form and "I need more time" up: a prediction typed on was refused, lost (a
+    newcomer's walk). The page's clock is moved on by Playwright's; the server's is the real one."""
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "interview", "new", "--questions", PO, "--minutes", "1", "--url", server.url],
+        env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    candidate_url = out.stdout.split()[0]
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.clock.install()
+    try:
+        page.goto(candidate_url)
+        page.get_by_role("button", name="Start the interview").click()
+        reload_until_open(page, "How sure are you?")
+        timer = page.locator(".interview-timer")
+        said = timer.locator("[data-time-said]")
+        page.get_by_role("button", name="Lock in my prediction").scroll_into_view_if_needed()
+        scrolled = page.evaluate("window.scrollY")
+        box = timer.bounding_box()
+        assert scrolled > 300 and box is not None and 0 <= box["y"] <= 2, (scrolled, box)  # at the top of the screen
+        expect(said).to_have_text("One minute left.")  # a one-minute interview: said at once
+        expect(page.locator("[data-extend] button")).to_be_visible()
+        page.clock.run_for(50_000)
+        expect(said).to_have_text("15 seconds left.")
+        page.get_by_label("What will it print?").fill("torch.float32")
+        page.clock.run_for(11_000)
+        expect(timer.locator("[data-time-left]")).to_have_text("none: time is up")
+        expect(said).to_have_text("Time is up: lock in what you have now, or it is lost.")
+        expect(page.locator("[data-extend]")).to_be_hidden()  # the server would refuse more time now
+        page.screenshot(path=str(shots / "interview-time-up-phone.png"))
+    finally:
+        context.close()

@@ -107,8 +107,13 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     assert asked == ["beforeunload"] and page.url.endswith("/studio/edit/amp-demo.yaml?new=studio-made")
     page.get_by_role("button", name="Run it").click()
     expect(page.locator("#studio-run .run pre.stdout")).to_have_text("torch.bfloat16\n")
+    verdict = page.locator("#studio-run > p.notice").first
+    expect(verdict).to_have_class(re.compile(r"\berror\b"))  # run with no answer yet: the key differs
     page.get_by_role("button", name="Use this output as the answer").click()
     expect(yaml).to_have_value(re.compile(r"answer: '?torch\.bfloat16'?\n"))
+    # That verdict was about the file as it was run: it no longer stands in red beside the new key.
+    expect(verdict).to_have_text("The answer is now this run's output.")
+    expect(verdict).not_to_have_class(re.compile(r"\berror\b"))
     with page.expect_popup() as before:
         page.get_by_role("button", name="Preview", exact=True).click()
     preview = before.value

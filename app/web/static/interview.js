@@ -13,15 +13,45 @@
     return node;
   }
 
+  // The countdown, and what it says as time runs out: a minute left, 15 seconds left, then "time
+  // is up" with the grace the server still gives an answer sent as the clock ran out; past that
+  // the page is loaded again, and the server's own page says the time is up (a candidate who
+  // went on typing lost the answer to a refusal they had not seen coming).
   function setUpTimer(box) {
-    const deadline = Date.parse(box.dataset.deadline);
+    const deadline = Date.now() + parseInt(box.dataset.leftMs, 10);  // by the server's clock
+    const grace = 1000 * (parseInt(box.dataset.graceS, 10) || 0);
     const out = box.querySelector("[data-time-left]");
+    const said = box.querySelector("[data-time-said]");
+    const over = document.querySelector("[data-time-up], [data-interview-over]");
+    let told = "";
+    function say(key, text) {
+      if (told === key) return;
+      told = key;
+      said.textContent = text;
+    }
     function tick() {
-      const left = Math.round((deadline - Date.now()) / 1000);
-      if (left <= 0) { out.textContent = "none: time is up"; return; }
+      const ms = deadline - Date.now();
+      const left = Math.ceil(ms / 1000);
+      box.classList.toggle("low", left <= 60);
+      if (ms <= 0) {
+        out.textContent = "none: time is up";
+        box.classList.add("up");
+        document.querySelectorAll("[data-extend]").forEach(function (form) { form.hidden = true; });
+        if (over) return;  // the server's page says so already
+        if (ms > -grace) {
+          say("up", "Time is up: lock in what you have now, or it is lost.");
+          setTimeout(tick, 250);
+        } else if (sessionStorage.getItem("time-up-reload") !== box.dataset.deadline) {
+          sessionStorage.setItem("time-up-reload", box.dataset.deadline);  // once: never a loop
+          window.location.reload();
+        }
+        return;
+      }
       const m = Math.floor(left / 60), s = left % 60;
       out.textContent = m + ":" + String(s).padStart(2, "0");
-      setTimeout(tick, 1000);
+      if (left <= 15) say("15", "15 seconds left.");
+      else if (left <= 60) say("60", "One minute left.");
+      setTimeout(tick, 250);
     }
     tick();
   }

@@ -120,9 +120,21 @@
     }
   }
 
+  // A run's verdict on the key is about the file as it was run: once the file changes (the
+  // answer taken from that very run, say) it no longer holds, and a red "differs" left standing
+  // under "Saved" read as a wrong key that was in fact right (a newcomer's walk).
+  let verdict = null;
+  let verdictOf = "";
+  function verdictMayBeStale(said) {
+    if (verdict === null || area.value === verdictOf) return;
+    verdict.className = "notice";
+    verdict.textContent = said || "The file changed since this run: run it again to check its key.";
+  }
+
   area.addEventListener("input", function () {
     clearTimeout(timer);
     timer = setTimeout(check, 300);
+    verdictMayBeStale();
   });
 
   document.getElementById("run").addEventListener("click", async function () {
@@ -130,9 +142,10 @@
     try {
       const data = await api("/studio/api/run", { name: name, text: area.value, question_id: select.value });
       runBox.innerHTML = data.panel;
-      const verdict = document.createElement("p");
+      verdict = document.createElement("p");
       verdict.className = "notice " + (data.key === "pass" ? "" : "error");
       verdict.textContent = data.key === "pass" ? "The key agrees with this run." : "The key: " + (data.reason || data.key);
+      verdictOf = area.value;
       runBox.prepend(verdict);
       lastOutput = data.run.stdout;
       lastOutputOf = select.value;
@@ -152,6 +165,7 @@
     try {
       const data = await api("/studio/api/use-output", { name: name, text: area.value, question_id: select.value, output: lastOutput });
       area.value = data.text;
+      verdictMayBeStale("The answer is now this run's output.");
       check();
     } catch (err) {
       saved.textContent = err.message;
