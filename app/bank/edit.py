@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import LiteralScalarString
 
+from app.bank.schema import STARTER_DESCRIPTION_END, STARTER_EXPLANATION
 from app.bank.yaml_tree import yaml_problems
 
 NEW_QUESTION = {
@@ -20,7 +22,7 @@ NEW_QUESTION = {
     "code": 'import torch\nwith torch.autocast("cpu"):\n    y = torch.nn.Linear(4, 2)(torch.ones(1, 4))\nprint(y.dtype)\n',
     "requires": "cpu",
     "answer": "",
-    "explanation": "Why it prints what it prints.",
+    "explanation": STARTER_EXPLANATION,  # refused as it is: the set stays out of the bank until it is written
     "source": "",  # lint refuses an empty source: the author says where the question comes from
 }
 """What "New question" starts from: the author runs it, takes its output as the answer, writes."""
@@ -116,15 +118,33 @@ def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
     raise KeyError(question_id)
 
 
-def add_question(text: str, question_id: str) -> str:
-    """The set's YAML with a new question (from `NEW_QUESTION`) appended under `question_id`."""
-    data, _ = _load(text)
+def add_question(text: str, question_id: str, topic: str | None = None) -> str:
+    """The set's YAML with a new question (from `NEW_QUESTION`) appended under `question_id`, in
+    `topic`, or else the topic most of the set's questions have (a set's questions share one
+    more often than not: another set's topic counted a question more in it on learners' pages)."""
+    data, questions = _load(text)
+    topics = Counter(q["topic"] for q in questions if isinstance(q.get("topic"), str))
     fresh: dict[str, Any] = {"id": question_id}
     for key, value in NEW_QUESTION.items():
         fresh[key] = _block(value) if isinstance(value, str) else value
+    fresh["topic"] = topic or (topics.most_common(1)[0][0] if topics else NEW_QUESTION["topic"])
     data["questions"].append(fresh)
     return _dump(data)
 
 
 def new_set(title: str) -> str:
-    return _dump({"title": title, "description": f"{title}: what this set asks about.", "questions": []})
+    """A set file's start: its description is a placeholder the loader refuses (`Written`), so the
+    file stays out of the bank, a draft, until its author says what the set asks about."""
+    return _dump({"title": title, "description": f"{title}{STARTER_DESCRIPTION_END}", "questions": []})
+
+
+def code_of(text: str, question_id: str) -> tuple[str, str]:
+    """`question_id`'s code and where it runs (`requires`), from a set's YAML that need not be a
+    valid set yet (a source or an explanation still to write): an author runs the code to write
+    the answer from what it prints. KeyError when there is no such question or it has no code."""
+    _, questions = _load(text)
+    for q in questions:
+        if q.get("id") == question_id and isinstance(q.get("code"), str) and q["code"].strip():
+            requires = q.get("requires")
+            return str(q["code"]), requires if requires in ("cpu", "cuda", "any") else "any"
+    raise KeyError(question_id)

@@ -26,6 +26,24 @@ from pydantic import (
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=False)]
+
+STARTER_EXPLANATION = "Why it prints what it prints."
+"""The explanation the studio's new question starts with (`app.bank.edit`)."""
+STARTER_DESCRIPTION_END = ": what this set asks about."
+"""How the description the studio's new set starts with ends (`app.bank.edit`)."""
+
+
+def _written(text: str) -> str:
+    """Refuses the studio's starter texts: a set saved with them went live on every learner's
+    home page as "New set: what this set asks about." (a newcomer's walk). Until they are
+    replaced, the file is left out of the bank, as a draft."""
+    if text.strip() == STARTER_EXPLANATION or text.strip().endswith(STARTER_DESCRIPTION_END):
+        raise ValueError("still the studio's starter text: write your own (until then the file stays out of the bank)")
+    return text
+
+
+Written = Annotated[NonEmpty, AfterValidator(_written)]
+"""Text for learners that the author wrote (not a starter's placeholder)."""
 Device = Literal["cpu", "cuda"]
 Requires = Literal["cpu", "cuda", "any"]
 
@@ -106,7 +124,7 @@ class QuestionBase(Strict):
     topic: Slug = Field(description="Topic slug, e.g. autocast-basics.")
     difficulty: int = Field(ge=1, le=3, description="1 (warm-up) to 3 (hard).")
     prompt: NonEmpty = Field(description="The question, in Markdown.")
-    explanation: NonEmpty = Field(description="Why the answer is what it is, in Markdown.")
+    explanation: Written = Field(description="Why the answer is what it is, in Markdown.")
     source: NonEmpty = Field(description="Seed file the question comes from, or a documentation reference.")
     tags: list[Slug] = Field(default_factory=list)
     code: str | None = Field(None, description="Python snippet; runs in the sandbox.")
@@ -279,7 +297,7 @@ Question = Annotated[MultipleChoiceQuestion | PredictOutputQuestion, Field(discr
 
 class QuestionSet(Strict):
     title: NonEmpty
-    description: NonEmpty
+    description: Written
     questions: list[Question] = Field(min_length=1)
 
 

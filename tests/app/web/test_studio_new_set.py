@@ -1,0 +1,46 @@
+"""A new set file from the studio: a draft, out of the bank, until its author has written what the
+starter leaves to write; its code runs meanwhile, so the answer can be taken from a run (a
+newcomer's walk: the starter failed lint, "Run it" refused, the starter's topic counted a question
+in another set's topic, and once saved its placeholders went live on every learner's home page)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import instructors
+from app.bank.load import load_text
+from tests.support.web import Web, as_instructor, studio_session
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_new_set_stays_out_of_the_bank_until_written_and_its_code_runs_meanwhile(web: Web) -> None:
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        who = as_instructor(await studio_session(c, "ada"))
+        made = await c.post("/studio/new-set", data={"name": "walk-set.yaml", "title": "Walk set"}, headers=who)
+        assert made.status_code == 303 and made.headers["location"] == "/studio/edit/walk-set.yaml"
+        text = (web.bank / "walk-set.yaml").read_text()
+        assert "topic: walk-set\n" in text  # its own topic, not another set's
+        loaded, problems = load_text(text, "walk-set", "walk-set.yaml")
+        said = " | ".join(p.message for p in problems)
+        assert loaded is None and "description: still the studio's starter text" in said
+        assert "[walk-set-first] explanation: still the studio's starter text" in said
+
+        api = {**who, "content-type": "application/json"}
+        body = {"name": "walk-set.yaml", "text": text, "question_id": "walk-set-first"}
+        run = (await c.post("/studio/api/run", content=json.dumps(body), headers=api)).json()
+        assert run["run"]["stdout"] == "torch.bfloat16\n" and run["key"] == "unchecked", run
+
+        # Written, it loads: the set goes into the bank as its author made it.
+        text = text.replace("Walk set: what this set asks about.", "Autocast dtypes on the CPU.")
+        text = text.replace("Why it prints what it prints.", "Linear runs in bfloat16 under CPU autocast.")
+        text = text.replace("source: ''", "source: docs for autocast")
+        taken = json.dumps({"name": "walk-set.yaml", "text": text, "question_id": "walk-set-first", "output": "torch.bfloat16\n"})
+        used = await c.post("/studio/api/use-output", content=taken, headers=api)
+        assert used.status_code == 200, used.text
+        text = used.json()["text"]
+        loaded, problems = load_text(text, "walk-set", "walk-set.yaml")
+        assert loaded is not None and problems == [], problems
