@@ -104,7 +104,7 @@ def set_answer(text: str, question_id: str, output: str) -> str:
     raise KeyError(question_id)
 
 
-def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
+def add_choice(text: str, question_id: str, choice_text: str, why: str, outcome: dict[str, str] | None = None) -> str:
     """The set's YAML with a wrong choice appended to `question_id`'s choices (a distractor);
     KeyError when there is no such question, ValueError when it has no choices (`NotASet`, like
     every edit here, when the text is not a question set yet)."""
@@ -113,7 +113,10 @@ def add_choice(text: str, question_id: str, choice_text: str, why: str) -> str:
         if q.get("id") == question_id:
             if not isinstance(q.get("choices"), list):
                 raise ValueError(f"{question_id} has no choices")
-            q["choices"].append({"text": choice_text, "correct": False, "why": why})
+            choice: dict[str, Any] = {"text": choice_text, "correct": False, "why": why}
+            if outcome:  # what its run showed, which the code as written must not do (checked by running)
+                choice["outcome"] = {key: _block(value) for key, value in outcome.items()}
+            q["choices"].append(choice)
             return _dump(data)
     raise KeyError(question_id)
 

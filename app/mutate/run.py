@@ -215,12 +215,25 @@ def distractors(report: MutationReport) -> list[tuple[MutantRun, dict[str, Any]]
         if not why.endswith("."):
             why += "."
         why += f" The code as written {describe(report.original)}."
-        choices.append((m, {
-            "text": f"It {describe(m.run)} (as if you {m.mutant.rule.title})",
-            "correct": False,
-            "why": why,
-        }))  # fmt: skip
+        # The text says what the run does, never which mistake: "(as if you forget
+        # scaler.update())" told a learner which choice was the mistake (a newcomer's walk).
+        choice: dict[str, Any] = {"text": f"It {describe(m.run)}", "correct": False, "why": why}
+        if (claimed := _outcome_claim(m.run, steady=not report.noisy_lines)) is not None:
+            choice["outcome"] = claimed  # checked by running: it must not hold for the code as written
+        choices.append((m, choice))
     return choices
+
+
+def _outcome_claim(run: RunResult, *, steady: bool) -> dict[str, str] | None:
+    """What a distractor says the run does, as a choice's `outcome` (the bank's `Expect` fields):
+    the exception and its message's first line, or what it printed where the code prints the same
+    each time (`steady`); None where neither can be said (a run that did not finish)."""
+    if run.exception:
+        first = run.exception.message.strip().split("\n")[0].strip()
+        return {"raises": run.exception.type, **({"message": first} if first else {})}
+    if run.status == "ok" and steady:
+        return {"stdout": normalise_output(run.stdout)}
+    return None
 
 
 def _outcome_key(run: RunResult) -> tuple[str, str, str, str]:

@@ -225,4 +225,6 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     assert len(question["choices"]) == 4
     added = question["choices"][-1]
     assert added["text"] == choice_text and added["correct"] is False
+    assert "as if" not in added["text"] and "drop" not in added["text"].lower()  # what it does, not which mistake
+    assert added["outcome"]["raises"] == "AssertionError"  # what its run showed, checked by running
     assert "The code as written prints `1.0 32768.0`" in added["why"]

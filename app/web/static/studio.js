@@ -192,7 +192,7 @@
     add.disabled = !canAdd;
     add.addEventListener("click", async function () {
       try {
-        const data = await api("/studio/api/add-choice", { text: area.value, question_id: select.value, choice_text: choice.text, why: choice.why });
+        const data = await api("/studio/api/add-choice", { text: area.value, question_id: select.value, choice_text: choice.text, why: choice.why, outcome: choice.outcome || null });
         area.value = data.text;
         add.textContent = "Added";
         add.disabled = true;

@@ -11,6 +11,7 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
+from pydantic import Field
 
 from app.bank import edit
 from app.mutate.apply import mutants_of
@@ -62,9 +63,13 @@ async def proved_distractors(request: Request, state: State, who: Instructor, na
 
 @router.post("/api/add-choice")
 async def add_choice(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body()],
-                     choice_text: Annotated[str, Body(max_length=2000)], why: Annotated[str, Body(max_length=4000)]) -> Any:  # fmt: skip
+                     choice_text: Annotated[str, Body(max_length=2000)], why: Annotated[str, Body(max_length=4000)],
+                     outcome: Annotated[dict[str, Annotated[str, Field(max_length=20_000)]] | None, Body()] = None) -> Any:  # fmt: skip
+    unknown = set(outcome or {}) - {"raises", "message", "stdout"}
+    if unknown:
+        raise AppError(f"A choice's outcome says raises, message or stdout, not {min(unknown)!r}.")
     try:
-        return {"text": edit.add_choice(text, question_id, choice_text, why)}
+        return {"text": edit.add_choice(text, question_id, choice_text, why, outcome)}
     except KeyError:
         raise NotFound(f"The file has no question {question_id!r}.") from None
     except ValueError:

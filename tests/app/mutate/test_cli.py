@@ -79,8 +79,11 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
     texts = [c["text"] for c in choices]
     assert len(set(texts)) == len(texts)
     for c in choices:
-        assert set(c) == {"text", "correct", "why"} and c["correct"] is False
-        assert c["text"].startswith(("It prints", "It raises")) and "(as if you " in c["text"]
+        assert set(c) == {"text", "correct", "why", "outcome"} and c["correct"] is False
+        # What the run does, never which mistake ("(as if you forget scaler.update())" gave it away),
+        # and as an outcome, checked by running: the code as written must not do it.
+        assert c["text"].startswith(("It prints", "It raises")) and "as if" not in c["text"]
+        assert set(c["outcome"]) in ({"stdout"}, {"raises"}, {"raises", "message"}), c["outcome"]
         assert "proved by running that change" in c["why"] and "The code as written prints `0.8 65536.0`" in c["why"]
     # pasted under the question, the bank still loads
     pasted = QUESTION.replace("    answer: 0.8 65536.0\n", "").replace("kind: predict_output", "kind: multiple_choice")
@@ -89,6 +92,8 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
                             + done.stdout + "    explanation: One step.\n")  # fmt: skip
     (bank / "scaler.yaml").write_text(pasted)
     assert ampquiz("lint", str(bank)).returncode == 0
+    proved = ampquiz("verify", str(bank), "--only", "one-step")  # each pasted outcome, not the code's
+    assert proved.returncode == 0 and "1 passed" in proved.stdout, proved.stdout + proved.stderr
     (record,) = load_mutant_records(bank)
     assert list(record.questions) == ["one-step"] and load_records(bank) == []
     # the pasted choices change no code: the record still holds; a changed line makes it stale
