@@ -22,7 +22,7 @@ answer stands):
 - kernel keyrings (they outlive the process and were read by later runs), io_uring, userfaultfd,
   bpf, perf events, ptrace and the calls like it, module and kexec calls, the kernel log;
 - sockets of any family but Unix, IPv4 and IPv6 (AF_VSOCK reached the host; netlink, packet, alg),
-  and IP sockets of any protocol but TCP and UDP;
+  and IP sockets of any type but stream and datagram, or any protocol but TCP and UDP;
 - native AIO, inotify and fcntl's directory notifications and leases (host-wide budgets and a view
   of other runs' file activity); reads past the page cache (O_DIRECT), read-ahead hints and disk
   flushes (`fsync` and its kin succeed and do nothing: a run writes only to memory), the prctl
@@ -154,6 +154,9 @@ REFUSED_PRCTL = {
 
 ALLOWED_SOCKET_FAMILIES = (1, 2, 10)
 """AF_UNIX, AF_INET, AF_INET6: the network namespace leaves only loopback to them anyway."""
+
+ALLOWED_IP_SOCKET_TYPES = (1, 2)
+"""SOCK_STREAM and SOCK_DGRAM: what TCP and UDP are made as (see `_refusals`)."""
 
 ALLOWED_IP_PROTOCOLS = (0, 6, 17)
 """socket(AF_INET or AF_INET6, type, protocol): the default, TCP and UDP. Any other (MPTCP, SCTP,
@@ -313,6 +316,14 @@ def _refusals(rule: Rule) -> None:
         rule(call, eperm, (5, _CMP_MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))
     rule("setrlimit", eperm, (0, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE))
     rule("prlimit64", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, RLIMIT_CORE), (2, _CMP_NE, 0, 0))
+    # socket(AF_INET or AF_INET6, type, protocol): stream and datagram sockets only. With protocol
+    # 0 the kernel picks one for the type: SOCK_SEQPACKET gets SCTP where its module is loaded,
+    # past the protocol numbers refused below (an attacker's review). The type's low four bits;
+    # the rest are SOCK_NONBLOCK and SOCK_CLOEXEC.
+    for family in (2, 10):
+        for kind in range(16):
+            if kind not in ALLOWED_IP_SOCKET_TYPES:
+                rule("socket", eperm, (0, _CMP_EQ, family, 0), (1, _CMP_MASKED_EQ, 0xF, kind))
     # socket(AF_INET or AF_INET6, type, protocol): only the default, TCP and UDP.
     for family in (2, 10):
         rule("socket", eperm, (0, _CMP_EQ, family, 0), (2, _CMP_GT, max(ALLOWED_IP_PROTOCOLS), 0))

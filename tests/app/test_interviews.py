@@ -400,6 +400,7 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         assert (await client.post(f"/studio/sign-in/{instructors.new_link(state.store, 'ada')}")).status_code == 303
         form = (await client.get("/studio/interviews/new")).text
         assert re.search(r'value="po-linear-dtype"[^>]* disabled', form), "a held-back question cannot be picked"
+        assert "leaves no trace here" in form  # the bank is public: said where an interview is made
         refused = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype", "po-linear-dtype"],
                                                                 "minutes": "20", "adhoc": "print(1)\n"})  # fmt: skip
         assert refused.status_code == 400 and "under review" in refused.text

@@ -190,14 +190,17 @@ def test_ip_sockets_are_tcp_and_udp_only(sb: Sandbox) -> None:
         for family in (socket.AF_INET, socket.AF_INET6):
             for kind, protocol, name in ((socket.SOCK_STREAM, 0, "default"), (socket.SOCK_STREAM, 6, "tcp"),
                                          (socket.SOCK_DGRAM, 17, "udp"), (socket.SOCK_STREAM, 262, "mptcp"),
-                                         (socket.SOCK_STREAM, 132, "sctp"), (socket.SOCK_DGRAM, 1, "icmp")):
+                                         (socket.SOCK_STREAM, 132, "sctp"), (socket.SOCK_DGRAM, 1, "icmp"),
+                                         (socket.SOCK_SEQPACKET, 0, "seqpacket"),  # SCTP, where its module is loaded
+                                         (socket.SOCK_RAW, 0, "raw"), (socket.SOCK_DGRAM | socket.SOCK_NONBLOCK, 0, "udp nonblocking")):
                 try:
                     socket.socket(family, kind, protocol).close()
                     print(name, "ok")
                 except OSError as exc:
                     print(name, errno.errorcode[exc.errno])
     """)
-    assert out.splitlines() == 2 * ["default ok", "tcp ok", "udp ok", "mptcp EPERM", "sctp EPERM", "icmp EPERM"], out
+    assert out.splitlines() == 2 * ["default ok", "tcp ok", "udp ok", "mptcp EPERM", "sctp EPERM", "icmp EPERM",
+                                    "seqpacket EPERM", "raw EPERM", "udp nonblocking ok"], out
     assert_still_works(sb)
 
 
