@@ -247,22 +247,27 @@ async def learner(conn: Connection, questions: list[dict], start: int, budget: l
     """Question -> answer -> result -> progress, round and round, until the round's budget is spent."""
     order = itertools.cycle(itertools.chain(questions[start:], questions[:start]))
 
-    async def timed(kind: str, method: str, path: str, body: bytes = b"", expect: int = 200) -> bytes:
+    async def timed(kind: str, method: str, path: str, body: bytes = b"", expect: tuple[int, ...] = (200,)) -> int:
         t = time.perf_counter()
-        status, page = await conn.request(method, path, body, b"application/x-www-form-urlencoded")
+        status, _page = await conn.request(method, path, body, b"application/x-www-form-urlencoded")
         r.latencies.setdefault(kind, []).append((time.perf_counter() - t) * 1000)
-        if status != expect:
+        if status not in expect:
             r.failures += 1
-        return page
+        return status
 
     while budget[0] > 0:
         budget[0] -= 4
         q = next(order)
         path = f"/questions/{q['id']}"
         await timed("question", "GET", path)
-        await timed("answer", "POST", path, form(q), expect=303)
-        result = conn.location.decode().split("#")[0] or path
-        await timed("result", "GET", result)
+        # Stored, an answer redirects to its result. Practice (this learner missed the question
+        # and it has not come back for review: they saw its key) is graded and shown at once,
+        # not stored: the result is that response, and the round has one request less.
+        if await timed("answer", "POST", path, form(q), expect=(303, 200)) == 303:
+            result = conn.location.decode().split("#")[0] or path
+            await timed("result", "GET", result)
+        else:
+            budget[0] += 1
         await timed("progress", "GET", "/progress")
 
 

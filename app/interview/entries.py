@@ -24,6 +24,7 @@ def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int) -> 
         answer, truth = graded.output, normalise_output(getattr(q, "answer", "") or "")
     return {
         "question": loaded.id,
+        "kind": q.kind,  # a choice's words are Markdown; an output is shown as printed
         "answer": answer,
         "confidence": confidence,
         "correct": graded.correct,

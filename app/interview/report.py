@@ -106,7 +106,7 @@ def report(
         p = q.prediction or {}
         questions.append({
             "id": q.id, "title": titles.get(q.id, q.id),
-            "prediction": p.get("answer"), "truth": p.get("truth"), "confidence": p.get("confidence"),
+            "kind": p.get("kind"), "prediction": p.get("answer"), "truth": p.get("truth"), "confidence": p.get("confidence"),
             "correct": p.get("correct"), "runs": len(q.runs),
             "run_log": [{k: r.get(k) for k in ("status", "diff", "stdout", "error")} for r in q.runs],
             "seconds": q.seconds(now), "notes": q.note,

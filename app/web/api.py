@@ -7,6 +7,7 @@ and the run. Errors share one shape (see app.web.errors), declared here for the 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -119,7 +120,14 @@ class AnswerIn(BaseModel):
 
 class AttemptOut(BaseModel):
     ok: Literal[True] = True
-    attempt_id: int
+    attempt_id: int | None = Field(description="The stored attempt; null for a practice answer (see `recorded`).")
+    recorded: bool = Field(
+        True, description="False for practice: your last answer to this question was wrong and showed its key, and it "
+        "has not come back for review yet. Graded, not stored; the question stays to revisit.",
+    )
+    counts_again_at: datetime | None = Field(
+        None, description="For a practice answer: when an answer to this question counts again (it is due for review)."
+    )
     question_id: str
     correct: bool
     outcome: dict[str, Any] = Field(
@@ -244,12 +252,19 @@ async def submit_attempt(
         graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
-    saved, is_new = await state.keep_answer(request, learner, loaded, graded, answer.submit_id)
-    if not is_new:  # the same submit again: answer as the first time
-        graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
+    until = await in_thread(state, lambda: state.practice_until(learner, loaded, answer.submit_id))
+    if until is not None:  # they saw its key: graded, not stored (`WebState.practice_until`)
+        state.take_practice(request, learner)  # TooManyAnswers (429) past the answers per minute
+        saved = None
+    else:
+        saved, is_new = await state.keep_answer(request, learner, loaded, graded, answer.submit_id)
+        if not is_new:  # the same submit again: answer as the first time
+            graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
     result, message = await state.question_run(loaded) if run else (None, None)
     return {
-        "attempt_id": saved.id,
+        "attempt_id": saved.id if saved is not None else None,
+        "recorded": saved is not None,
+        "counts_again_at": until,
         "question_id": loaded.id,
         "correct": graded.correct,
         "outcome": graded.to_dict(),

@@ -16,11 +16,13 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from app import review as review_module
 from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.schema import MultipleChoiceQuestion
 from app.bank_index import BankIndex, index_of
 from app.grading import (
     AnswerError,
+    GradedAnswer,
     describe_tolerance,
     multiple_answers,
     regrade,
@@ -178,20 +180,27 @@ async def question_page(request: Request) -> Response:
             context.update(review_since=review, review_left=left_in_session(state, learner))
         shown = context["shown"]
         if shown is not None and shown.question_id == loaded.id:
-            graded = regrade(loaded, shown, context["order"])
-            # Recorded mutants, never run here. Where the record was made under other rules or
-            # from other code, their first reading in a process applies every mutation rule to the
-            # code (~90 ms): here in the page thread, never on the event loop.
-            what_if = what_if_for(request, state, loaded)
-            context.update(outcome=graded, attempt=shown, run=run, run_message=run_message, what_if=what_if)
-            # The run and the cards are the same for every learner: rendered once, then reused.
-            if run is not None:
-                context["run_html"] = state.fragments.render(state.templates, "_run.html", run, run=run)
-            if what_if is not None:
-                context["what_if_html"] = state.fragments.render(state.templates, "_what_if.html", what_if, what_if=what_if)
+            context.update(attempt=shown)
+            _with_result(request, state, loaded, context, regrade(loaded, shown, context["order"]), run, run_message)
         return render_page(state, request, "question.html", **context)
 
     return await in_thread(state, build)
+
+
+def _with_result(request: Request, state: WebState, loaded: LoadedQuestion, context: dict[str, Any],
+                 graded: GradedAnswer | None, run: Any, run_message: str | None) -> None:  # fmt: skip
+    """The result of an answer added to a question page's `context`: the verdict, the run and the
+    "What if" cards. Blocks (the cards' first reading): call it from a page thread."""
+    # Recorded mutants, never run here. Where the record was made under other rules or from
+    # other code, their first reading in a process applies every mutation rule to the code
+    # (~90 ms): here in the page thread, never on the event loop.
+    what_if = what_if_for(request, state, loaded)
+    context.update(outcome=graded, run=run, run_message=run_message, what_if=what_if)
+    # The run and the cards are the same for every learner: rendered once, then reused.
+    if run is not None:
+        context["run_html"] = state.fragments.render(state.templates, "_run.html", run, run=run)
+    if what_if is not None:
+        context["what_if_html"] = state.fragments.render(state.templates, "_what_if.html", what_if, what_if=what_if)
 
 
 @page_route(router, "/questions/{question_id}", methods=("POST",))
@@ -230,6 +239,23 @@ async def answer_form(request: Request) -> Response:
     except AnswerError as exc:  # refused before it counts against the answers per minute
         return await refused(400, str(exc))
     state.question_runs.prefetch(loaded)
+    until = await in_thread(state, lambda: state.practice_until(learner, loaded, submit_id or None))
+    if until is not None:  # they saw its key: graded and shown, not recorded (`WebState.practice_until`)
+        try:
+            state.take_practice(request, learner)
+        except TooManyAnswers as exc:
+            return await refused(exc.status, exc.message, exc.headers, retry_after=exc.retry_after_s)
+        run, run_message = await state.question_run(loaded)
+
+        def practised() -> Response:
+            context = question_context(state, learner, loaded)
+            if review is not None:
+                context.update(review_since=review, review_left=left_in_session(state, learner))
+            _with_result(request, state, loaded, context, graded, run, run_message)
+            context.update(practice_counts_in=review_module.humanise_delta(until, state.clock()))
+            return render_page(state, request, "question.html", **context)
+
+        return await in_thread(state, practised)
     elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
     try:  # a form sent again (a reload, a double click) goes where its first sending went
         saved, _is_new = await state.keep_answer(request, learner, loaded, graded, submit_id or None, elapsed)

@@ -217,6 +217,16 @@ def percent(part: int, whole: int) -> str:
     return f"{round(100 * part / whole)}%" if whole else "—"
 
 
+def minutes_and_seconds(seconds: float) -> str:
+    """A span of time as people say it: "45 s", "2 min", "2 min 30 s" (a report said "extended
+    by 2.5", with no unit)."""
+    whole = max(0, round(seconds))
+    minutes, rest = divmod(whole, 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
 _DICT_ATTRIBUTES = frozenset(dir(dict))
 
 try:
@@ -301,7 +311,7 @@ def make_templates() -> Jinja2Templates:
         utc_minute=utc_minute,
     )
     env.globals.update(
-        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent,
+        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent, minutes_and_seconds=minutes_and_seconds,
         longest_prediction=LONGEST_PREDICTION, indent_class=indent_class, with_breaks=with_breaks,
     )
     env.trim_blocks = True

@@ -210,6 +210,26 @@ class WebState:
         found = self.store.question_state(learner, loaded.id, loaded.fingerprint, attempt_id)
         return review.status_of(found.last_correct, found.due, self.clock()), found.attempt
 
+    def take_practice(self, request: Request, learner: str) -> None:
+        """A practice answer (`practice_until`) counts against the answers per minute as any
+        answer does (it is graded all the same); raises TooManyAnswers past them."""
+        self.answer_rate.take(learner, client_address(request))
+
+    def practice_until(self, learner: str, loaded: LoadedQuestion, submit_id: str | None = None) -> datetime | None:
+        """While `learner`'s last answer to this version of the question was wrong and it has not
+        come back for review yet, they have seen its key (a wrong answer shows it): an answer
+        then is practice, graded and not recorded, and this says when one counts again. None when
+        it counts now. (Recorded, "try it again" with the key just shown marked the question right
+        and cleared it from "to revisit".) Blocks on the database."""
+        found = self.store.question_state(learner, loaded.id, loaded.fingerprint)
+        if found.last_correct is False and found.due is not None and found.due > self.clock():
+            # A form sent again (a double click) goes where its first sending went, though that
+            # first answer, stored, is the wrong one that made this one practice.
+            if submit_id is not None and self.store.submitted(learner, submit_id) is not None:
+                return None
+            return found.due
+        return None
+
     def status(self, learner: str, loaded: LoadedQuestion) -> str:
         return self.question_state(learner, loaded)[0]
 

@@ -114,6 +114,11 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         )
         html = (await client.get(host + "/report")).text
         assert "knows the list" in html and "Calibration" in html
+        # A choice's words are rendered (its backticks showed), an output shown as printed, units said.
+        mc = html[html.index('data-report-row="mc-half-dtype"'):]
+        assert "<code>torch.float32</code>" in mc[: mc.index("</tr>")] and "`torch.float32`" not in html
+        assert '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html
+        assert "time limit 30 minutes" in html and re.search(r'data-label="Time">\d+ s<', html)
 
 
 async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: Web) -> None:

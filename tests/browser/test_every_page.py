@@ -369,7 +369,8 @@ def test_an_answer_sent_too_fast_says_when_and_counts_down(browser: Browser, liv
         page.clock.install()
         page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # from here the pages' clock moves when the test moves it
         for _ in range(60):  # a learner's bucket (AMPQUIZ_ANSWERS_PER_MINUTE, 60), spent at once
-            assert page.request.post(f"/questions/{PO}", form={"output": "x"}, max_redirects=0).status == 303
+            # the first is stored; the rest, with its key shown, are practice (graded, not stored): all count
+            assert page.request.post(f"/questions/{PO}", form={"output": "x"}, max_redirects=0).status in (200, 303)
         page.goto(f"/questions/{PO}")
         page.get_by_label("What does it print?").fill("torch.float16")
         page.get_by_role("button", name="Check answer").click()

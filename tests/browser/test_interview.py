@@ -86,6 +86,10 @@ def test_an_interviewer_watches_a_candidate_live(
     expect(run.locator(".interview-output")).to_contain_text(
         "torch.float32 torch.float32", timeout=LIVE_MS
     )
+    # the diff's added line stands out as on a What-if card (it had no colour)
+    expect(run.locator(".interview-diff .d-add")).to_have_text("+print(loss.dtype, y.float().dtype)")
+    # a prediction over two lines is a block of two lines, not "torch.bfloat16 torch.float32" in a sentence
+    expect(po.locator("[data-prediction] pre.interview-output").first).to_have_text(said)
 
     # the interviewer's notes, saved without leaving the page
     notes = po.get_by_label("Notes (the candidate never sees them)")

@@ -52,11 +52,12 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     expect(page.locator(".badges")).to_contain_text("not yet verified on CUDA")
     page.screenshot(path=str(shots / "question-wrong.png"), full_page=True)
 
-    # Answer right.
+    # Answer right, with the key just shown: practice, graded and not recorded; it stays to revisit.
     page.get_by_label("What does it print?").fill("torch.bfloat16\ntorch.float32")
     page.get_by_label("What does it print?").press("Control+Enter")
     expect(page.locator("#result")).to_contain_text("Right!")
-    expect(page.locator(".page-head .chip.status-right")).to_be_visible()
+    expect(page.locator("[data-practice]")).to_contain_text("Practice, not recorded")
+    expect(page.locator(".page-head .chip.status-wrong")).to_be_visible()
 
     # The next question, from right under the verdict (the pager repeats it at the end): GradScaler,
     # answered wrong; its run shows the scaler skipping the step.
@@ -96,15 +97,15 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     server.restart()
     page.goto(server.url + "/progress")
     history = page.locator("table.history tbody tr")
-    expect(history).to_have_count(3)
+    expect(history).to_have_count(2)  # the practice answer is not among them
     expect(history.nth(0)).to_contain_text("GradScaler skips inf step")
     expect(history.nth(0)).to_contain_text("wrong")
-    expect(history.nth(1)).to_contain_text("right")
-    expect(history.nth(2)).to_contain_text("Linear dtype under autocast")
+    expect(history.nth(1)).to_contain_text("Linear dtype under autocast")
+    expect(history.nth(1)).to_contain_text("wrong")
     review = page.locator("#review .review-list li")
     expect(review).to_have_count(2)
     expect(review.first).to_contain_text("next review in")
-    expect(page.locator(".topics-table")).to_contain_text("50%")  # autocast-basics: 1 of 2 right
+    expect(page.locator(".topics-table")).to_contain_text("0%")  # autocast-basics: 0 of 1 right
     page.screenshot(path=str(shots / "progress.png"), full_page=True)
 
     # The history's times are the reader's own (the server writes UTC, and says so without JS).

@@ -319,7 +319,9 @@
   // After the page has loaded and scrolled to #result (which would take the focus back).
   window.addEventListener("load", function () {
     const verdict = document.querySelector("#result .verdict-title");
-    if (!verdict || location.hash !== "#result") return;
+    // A stored answer's result is a page of its own (…#result); a practice answer's is the
+    // form's own response, with no fragment to scroll by: its notice says it is one.
+    if (!verdict || (location.hash !== "#result" && !document.querySelector("[data-practice]"))) return;
     let by = "";
     try { by = sessionStorage.getItem("ampquiz-answered-by") || ""; } catch (err) { /* as above */ }
     if (by === "pointer") verdict.classList.add("focused-by-pointer");

@@ -75,6 +75,24 @@
       return pre;
     }
 
+    function printedBlock(text, label) {
+      const pre = el("pre", "mono interview-output");
+      pre.append(el("code", "printed", text));
+      return scrolling(pre, label);
+    }
+
+    // A unified diff, its added and removed lines coloured as a What-if card's are.
+    function diffBlock(text) {
+      const pre = el("pre", "mono interview-diff what-if-diff");
+      text.split("\n").forEach(function (row, i) {
+        const kind = row.startsWith("+++") || row.startsWith("---") ? "head" : row.startsWith("@@") ? "hunk"
+          : row.startsWith("+") ? "add" : row.startsWith("-") ? "del" : "same";
+        if (i) pre.append("\n");  // copied, the diff keeps its lines
+        pre.append(el("span", "d-" + kind, row));
+      });
+      return pre;
+    }
+
     function show(event) {
       if (seen.has(event.id)) return;
       seen.add(event.id);
@@ -88,16 +106,24 @@
         const p = box.querySelector("[data-prediction]");
         p.replaceChildren();
         const line = el("p", "interview-prediction " + (data.correct ? "right" : "wrong"));
-        line.append("Predicted ", el("code", "printed", String(data.answer)), " with " + data.confidence + " % confidence: ",
-          el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "printed", String(data.truth)), ")");
-        p.append(line);
+        const answer = String(data.answer), truth = String(data.truth);
+        if (answer.includes("\n") || truth.includes("\n")) {
+          // Output over several lines, each kept: run into one line of text, "0 16" read as one value.
+          line.append("Predicted with " + data.confidence + " % confidence: ", el("strong", "", data.correct ? "right" : "wrong"), ".");
+          p.append(line, el("p", "small", "Predicted:"), printedBlock(answer, "The prediction"),
+            el("p", "small", "The answer:"), printedBlock(truth, "The answer"));
+        } else {
+          line.append("Predicted ", el("code", "printed", answer), " with " + data.confidence + " % confidence: ",
+            el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "printed", truth), ")");
+          p.append(line);
+        }
       } else if (event.kind === "run" && box) {
         const item = el("li", "interview-run");
         item.dataset.run = String(event.id);
         item.append(el("p", "small", "Run at " + time(event.at) + " · " + data.status +
           (data.duration_ms ? " · " + Math.round(data.duration_ms) + " ms" : "")));
         // Each scrolls sideways where a line is long: reachable from the keyboard, and named.
-        if (data.diff) item.append(scrolling(el("pre", "mono interview-diff", data.diff), "The change to the code"));
+        if (data.diff) item.append(scrolling(diffBlock(data.diff), "The change to the code"));
         else item.append(el("p", "muted small", "The question's code, unchanged."));
         item.append(scrolling(el("pre", "mono interview-output", data.stdout || data.error || "(no output)"), "What it printed"));
         if (data.summary && data.summary.length) {

@@ -193,9 +193,10 @@ async def test_missed_questions_come_back_for_review(web: Web) -> None:
     async with web.client() as c:
         await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
-        # right again at once: practice, not a review, so it stays in the queue
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
-        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "right"
+        # right again at once, the key just shown: practice, not recorded, so it stays to revisit
+        again = await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        assert again.json()["correct"] is True and again.json()["recorded"] is False
+        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
         web.clock.advance(minutes=30)
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "due"
         review = (await c.get("/api/progress")).json()["review"]

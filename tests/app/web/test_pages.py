@@ -110,6 +110,7 @@ async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web:
         )
         assert "Try it again" in words
 
+        web.clock.advance(minutes=11)  # back for review: an answer counts again (before, it is practice)
         r = await c.post(
             "/questions/po-linear-dtype", data={"output": "torch.bfloat16 torch.Size([1, 2])"}
         )
@@ -393,6 +394,28 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert "Nothing is due" in (await c.get("/review")).text
         queue = (await c.get("/api/progress")).json()["review"]
         assert all(not r["is_due"] for r in queue) and len(queue) == 3
+
+
+async def test_an_answer_just_after_the_key_was_shown_is_practice_until_the_question_comes_back(web: Web) -> None:
+    """A wrong answer shows the key; "Try it again" with it in sight marked the question right and
+    took it off "to revisit" (an attacker's review and a newcomer's walk both did so). Until the
+    question comes back for review, an answer is graded and shown, not recorded."""
+    right = "torch.bfloat16 torch.Size([1, 2])"
+    async with web.client() as c:
+        assert (await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})).status_code == 303
+        again = await c.post("/questions/po-linear-dtype", data={"output": right})
+        assert again.status_code == 200 and "Right!" in again.text, again.text[-2000:]
+        assert "Practice, not recorded" in text_of(again.text) and "comes back for review, in 10 minutes" in text_of(again.text)
+        by_api = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": right})
+        body = by_api.json()
+        assert by_api.status_code == 200 and body["correct"] is True and body["recorded"] is False, body
+        assert body["attempt_id"] is None and body["counts_again_at"] and body["status"] == "wrong"
+        progress = (await c.get("/api/progress")).json()
+        assert progress["totals"]["attempts"] == 1 and progress["totals"]["right"] == 0, progress["totals"]
+        # Back for review, an answer counts again.
+        web.clock.advance(minutes=11)
+        counted = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": right})
+        assert counted.json()["recorded"] is True and counted.json()["status"] == "right", counted.json()
 
 
 async def test_a_link_cut_short_or_mistyped_sends_the_learner_on_instead_of_a_422(web: Web) -> None:

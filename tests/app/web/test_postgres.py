@@ -49,8 +49,9 @@ async def test_progress_survives_a_restart_on_postgres(web: Web, postgres_url: s
 async def test_reviews_come_due_on_time_on_postgres(web: Web, postgres_url: str) -> None:
     async with web.client(database_url=postgres_url, secret_key=SECRET) as c:
         await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
-        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "right"
+        again = await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        assert again.json()["recorded"] is False  # the key just shown: practice
+        assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
         web.clock.advance(minutes=30)
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "due"
         await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
