@@ -26,7 +26,8 @@ def test_an_interviewer_watches_a_candidate_live(
     browser: Browser, server: Server, shots: Path
 ) -> None:
     errors: list[str] = []
-    host_ctx = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
+    host_ctx = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900},
+                                   permissions=["clipboard-read", "clipboard-write"])
     host_ctx.set_default_timeout(30_000)
     host = host_ctx.new_page()
     host.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -43,6 +44,10 @@ def test_an_interviewer_watches_a_candidate_live(
     # the page's own address is the only way back to it: shown, to bookmark
     expect(host.locator("[data-host-link]")).to_have_text(host_url)
     candidate_url = host.locator("[data-candidate-link]").inner_text().strip()
+    # one tap copies it (selecting 90 characters by hand was fiddly on a phone)
+    host.locator('[data-copy="candidate-link"]').click()
+    expect(host.locator("[data-copied]")).to_have_text("Copied.")
+    assert host.evaluate("navigator.clipboard.readText()") == candidate_url
     expect(host.locator("[data-live-status]")).to_have_text("Live: updates appear as they happen.")
     po = host.locator(f'[data-question="{PO}"]')
     mc = host.locator(f'[data-question="{MC}"]')

@@ -190,8 +190,30 @@
     });
   }
 
+  // A link's Copy button (a 90-character link was fiddly to select on a phone): the clipboard
+  // where the page may write it (HTTPS, or this host), else the link selected, to copy by hand.
+  function setUpCopy(button) {
+    const link = document.getElementById(button.dataset.copy);
+    const said = document.querySelector("[data-copied]");
+    button.hidden = false;
+    button.addEventListener("click", async function () {
+      try {
+        await navigator.clipboard.writeText(link.textContent.trim());
+        if (said) said.textContent = "Copied.";
+      } catch (err) {
+        const range = document.createRange();
+        range.selectNodeContents(link);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        if (said) said.textContent = "Selected: copy it from the menu.";
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-deadline]").forEach(setUpTimer);
+    document.querySelectorAll("[data-copy]").forEach(setUpCopy);
     // A form that cannot be undone (revoking the candidate's link) asks first: one stray tap, next
     // to the link being copied, ended a live interview for good.
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
