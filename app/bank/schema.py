@@ -44,6 +44,17 @@ def _written(text: str) -> str:
 
 Written = Annotated[NonEmpty, AfterValidator(_written)]
 """Text for learners that the author wrote (not a starter's placeholder)."""
+
+
+def _source_said(text: str) -> str:
+    if not text.strip():
+        raise ValueError("say where the question comes from: the document or documentation its answer rests on "
+                         "(until then the file stays out of the bank)")  # fmt: skip
+    return text
+
+
+Source = Annotated[str, AfterValidator(_source_said)]
+"""Where a question comes from; the studio's starter leaves it empty for its author to say."""
 Device = Literal["cpu", "cuda"]
 Requires = Literal["cpu", "cuda", "any"]
 
@@ -125,7 +136,8 @@ class QuestionBase(Strict):
     difficulty: int = Field(ge=1, le=3, description="1 (warm-up) to 3 (hard).")
     prompt: NonEmpty = Field(description="The question, in Markdown.")
     explanation: Written = Field(description="Why the answer is what it is, in Markdown.")
-    source: NonEmpty = Field(description="Seed file the question comes from, or a documentation reference.")
+    source: Source = Field(description="Seed file the question comes from, or a documentation reference.",
+                           json_schema_extra={"minLength": 1})  # fmt: skip
     tags: list[Slug] = Field(default_factory=list)
     code: str | None = Field(None, description="Python snippet; runs in the sandbox.")
     requires: Requires = Field("any", description="Where the code can run: cpu, cuda or any.")

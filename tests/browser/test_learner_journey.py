@@ -57,6 +57,7 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     page.get_by_label("What does it print?").press("Control+Enter")
     expect(page.locator("#result")).to_contain_text("Right!")
     expect(page.locator("[data-practice]")).to_contain_text("Practice, not recorded")
+    expect(page.locator("#result [data-practice]")).to_be_in_viewport()  # said with the verdict, on screen
     expect(page.locator(".page-head .chip.status-wrong")).to_be_visible()
 
     # The next question, from right under the verdict (the pager repeats it at the end): GradScaler,

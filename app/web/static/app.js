@@ -325,6 +325,9 @@
     let by = "";
     try { by = sessionStorage.getItem("ampquiz-answered-by") || ""; } catch (err) { /* as above */ }
     if (by === "pointer") verdict.classList.add("focused-by-pointer");
-    requestAnimationFrame(function () { verdict.focus(); });
+    // A practice answer's page opened at the form (its action's #answer): the verdict to the top,
+    // as a stored answer's page has it.
+    if (location.hash !== "#result") document.getElementById("result").scrollIntoView({ block: "start" });
+    requestAnimationFrame(function () { verdict.focus({ preventScroll: location.hash !== "#result" }); });
   });
 })();

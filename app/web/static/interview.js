@@ -21,6 +21,7 @@
     const deadline = Date.now() + parseInt(box.dataset.leftMs, 10);  // by the server's clock
     const grace = 1000 * (parseInt(box.dataset.graceS, 10) || 0);
     const out = box.querySelector("[data-time-left]");
+    const clock = box.querySelector("[role=timer]");
     const said = box.querySelector("[data-time-said]");
     const over = document.querySelector("[data-time-up], [data-interview-over]");
     let told = "";
@@ -34,12 +35,14 @@
       const left = Math.ceil(ms / 1000);
       box.classList.toggle("low", left <= 60);
       if (ms <= 0) {
-        out.textContent = "none: time is up";
+        clock.textContent = "Time is up.";
         box.classList.add("up");
         document.querySelectorAll("[data-extend]").forEach(function (form) { form.hidden = true; });
         if (over) return;  // the server's page says so already
         if (ms > -grace) {
-          say("up", "Time is up: lock in what you have now, or it is lost.");
+          say("up", document.querySelector("form.answer")
+            ? "Lock in what you have now, with how sure you are, or it is lost."
+            : "Runs and more time are no longer taken.");
           setTimeout(tick, 250);
         } else if (sessionStorage.getItem("time-up-reload") !== box.dataset.deadline) {
           sessionStorage.setItem("time-up-reload", box.dataset.deadline);  // once: never a loop
@@ -49,7 +52,7 @@
       }
       const m = Math.floor(left / 60), s = left % 60;
       out.textContent = m + ":" + String(s).padStart(2, "0");
-      if (left <= 15) say("15", "15 seconds left.");
+      if (left <= 15) say("15", "Under 15 seconds left.");
       else if (left <= 60) say("60", "One minute left.");
       setTimeout(tick, 250);
     }

@@ -257,12 +257,22 @@
       // Saved with a key its run contradicts: the question is held back from learners and
       // interviews until fixed, which a plain line under the buttons did not make plain.
       saved.className = warns.length ? "notice error" : "notice";
-      saved.textContent = "Saved " + data.saved + "." + warns.join("") +
-        (warns.length ? " Held back from learners until its key agrees with its run." : "");
+      saved.textContent = data.draft
+        ? "Saved " + data.saved + " as a draft: learners do not see it until the problems listed under the editor are fixed."
+        : "Saved " + data.saved + "." + warns.join("") + (warns.length ? " Held back from learners until its key agrees with its run." : "");
     } catch (err) {
       const found = (err.data && err.data.problems) || [];
       saved.className = "notice error";
-      saved.textContent = err.message + found.map(function (p) { return " " + p.line + ":" + p.col + ": " + p.message; }).join("");
+      saved.replaceChildren(err.message);
+      if (found.length) {  // a list, each problem on a line of its own (they ran together)
+        const list = document.createElement("ul");
+        found.forEach(function (p) {
+          const li = document.createElement("li");
+          li.textContent = p.line + ":" + p.col + ": " + p.message;
+          list.appendChild(li);
+        });
+        saved.appendChild(list);
+      }
     }
   });
 

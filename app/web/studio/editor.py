@@ -206,8 +206,17 @@ async def save(request: Request, state: State, who: Instructor, name: Annotated[
     path = bank_file(state, name, new=True)
     loaded, problems = _parse(name, text, state)
     if loaded is None:
-        return JSONResponse({"ok": False, "error": "The file does not lint; nothing was saved.", "status": 422,
-                             "problems": problems}, status_code=422)  # fmt: skip
+        # A file learners are served is never saved with problems: it would be left out whole,
+        # its questions gone from their pages. One they are not served (a new set, a draft, a file
+        # left out already) is kept as it is, a draft: a new set's answer taken from a run was
+        # lost until its description, explanation and source were all written (a newcomer's walk).
+        if any(Path(s.path).resolve() == path.resolve() for s in state.bank.sets):
+            return JSONResponse({"ok": False, "error": "The file does not lint; nothing was saved (learners are served "
+                                 "this file, and would lose its questions).", "status": 422, "problems": problems},
+                                status_code=422)  # fmt: skip
+        _save(path, text)
+        await asyncio.to_thread(state.live_bank.reload)
+        return {"ok": True, "saved": name, "draft": True, "problems": problems, "warnings": []}
     warnings = []
     for q in loaded.questions:
         if not q.question.code or q.question.requires == "cuda" and state.proofs.device != "cuda":

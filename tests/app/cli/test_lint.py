@@ -64,7 +64,7 @@ def test_good_file_loads(tmp_path: Path) -> None:
         (GOOD.replace("requires: cpu", "requires: gpu"), ":11:15:", "requires: Input should be 'cpu', 'cuda' or 'any'"),
         (GOOD.replace("correct: true", "correct: false"), ":16:5:", "at least one choice with correct: true"),
         (GOOD.replace("    tags: [cpu]\n", "    tags: [cpu]\n    anwser: x\n"), ":16:5:", "[sample-linear] unknown field 'anwser'"),
-        (GOOD.replace("source: seeds/000_71b29d88a740d8a3.txt", 'source: ""'), ":25:13:", "source: String should have at least 1 character"),
+        (GOOD.replace("source: seeds/000_71b29d88a740d8a3.txt", 'source: ""'), ":25:13:", "source: say where the question comes from"),
         (GOOD.replace("why: Right.", "why: yes"), ":22:46:", "put the text in quotes"),
     ],
     ids=["syntax", "duplicate-id", "missing-field", "bad-requires", "no-correct-choice", "unknown-field", "empty-source", "yaml-boolean"],

@@ -6,6 +6,7 @@ in another set's topic, and once saved its placeholders went live on every learn
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -33,6 +34,18 @@ async def test_a_new_set_stays_out_of_the_bank_until_written_and_its_code_runs_m
         body = {"name": "walk-set.yaml", "text": text, "question_id": "walk-set-first"}
         run = (await c.post("/studio/api/run", content=json.dumps(body), headers=api)).json()
         assert run["run"]["stdout"] == "torch.bfloat16\n" and run["key"] == "unchecked", run
+
+        # The answer taken from that run is saved with the rest still to write: a draft, out of the bank.
+        taken = json.dumps({"name": "walk-set.yaml", "text": text, "question_id": "walk-set-first", "output": run["run"]["stdout"]})
+        text = (await c.post("/studio/api/use-output", content=taken, headers=api)).json()["text"]
+        kept = await c.post("/studio/api/save", content=json.dumps({"name": "walk-set.yaml", "text": text}), headers=api)
+        assert kept.status_code == 200 and kept.json()["draft"] is True, kept.text
+        assert re.search(r"answer: '?torch\.bfloat16'?\n", (web.bank / "walk-set.yaml").read_text())
+        assert "Walk set" not in (await c.get("/")).text  # learners never see a draft
+        # A file learners are served is never saved with problems (its questions would go).
+        served = (web.bank / "basics.yaml").read_text().replace("description:", "description: ''\nold_description:", 1)
+        refused = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": served}), headers=api)
+        assert refused.status_code == 422 and "learners are served this file" in refused.json()["error"]
 
         # Written, it loads: the set goes into the bank as its author made it.
         text = text.replace("Walk set: what this set asks about.", "Autocast dtypes on the CPU.")
