@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -243,9 +244,9 @@ def form(question: dict) -> bytes:
     return urlencode(fields).encode()
 
 
-async def learner(conn: Connection, questions: list[dict], start: int, budget: list[int], r: Round) -> None:
-    """Question -> answer -> result -> progress, round and round, until the round's budget is spent."""
-    order = itertools.cycle(itertools.chain(questions[start:], questions[:start]))
+async def learner(conn: Connection, order: Iterator[dict], budget: list[int], r: Round) -> None:
+    """Question -> answer -> result -> progress, round and round, until the round's budget is
+    spent, through the bank in `order` (a learner's own, carried on from round to round)."""
 
     async def timed(kind: str, method: str, path: str, body: bytes = b"", expect: tuple[int, ...] = (200,)) -> int:
         t = time.perf_counter()
@@ -314,6 +315,12 @@ class Learners:
         parsed = httpx.URL(url)
         self.conns = [Connection(parsed.host, parsed.port or 80) for _ in range(n)]
         self.questions = questions
+        # Each learner goes on through the bank from round to round, from a place of their own,
+        # as a class does: started again each round, every learner met the questions they had
+        # just missed again, minutes later, which are practice now (their keys were shown).
+        step = max(1, len(questions) // n)
+        self.orders = [itertools.cycle(questions[i * step % len(questions):] + questions[: i * step % len(questions)])
+                       for i in range(n)]  # fmt: skip
 
     async def round(self, n: int, requests: int, pid: int) -> Round:
         r = Round()
@@ -321,9 +328,7 @@ class Learners:
         before = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         web = {p: _own_cpu(p) for p in web_pids(pid)}
         started = time.perf_counter()
-        step = max(1, len(self.questions) // n)
-        await asyncio.gather(*(learner(c, self.questions, (i * step) % len(self.questions), budget, r)
-                               for i, c in enumerate(self.conns[:n])))  # fmt: skip
+        await asyncio.gather(*(learner(c, self.orders[i], budget, r) for i, c in enumerate(self.conns[:n])))
         r.wall = time.perf_counter() - started
         after = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         r.cpu = {k: after[k] - before[k] for k in after}
