@@ -15,13 +15,21 @@ STDOUT_CHARS = 4000
 """Output kept per run in the log (the run itself is capped by the sandbox)."""
 
 
+def key_of(loaded: LoadedQuestion) -> str:
+    """A question's key as the interviewer reads it: the right choices' words, or the output."""
+    q = loaded.question
+    if isinstance(q, MultipleChoiceQuestion):
+        return " / ".join(c.text for c in q.choices if c.correct)
+    return normalise_output(getattr(q, "answer", "") or "")
+
+
 def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int) -> dict[str, Any]:
     q = loaded.question
     if isinstance(q, MultipleChoiceQuestion):
         answer = " / ".join(q.choices[i].text for i in graded.picked)
-        truth = " / ".join(c.text for c in q.choices if c.correct)
     else:
-        answer, truth = graded.output, normalise_output(getattr(q, "answer", "") or "")
+        answer = graded.output
+    truth = key_of(loaded)
     return {
         "question": loaded.id,
         "kind": q.kind,  # a choice's words are Markdown; an output is shown as printed

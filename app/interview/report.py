@@ -97,16 +97,21 @@ def calibration(logs: list[QuestionLog]) -> dict[str, Any]:
 
 
 def report(
-    interview: Interview, events: list[Event], titles: dict[str, str], now: datetime
+    interview: Interview, events: list[Event], titles: dict[str, str], now: datetime,
+    keys: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The report as plain data: the JSON export, and what the printable page shows."""
+    """The report as plain data: the JSON export, and what the printable page shows. `keys`:
+    each question's kind and key, for those the candidate never predicted (a prediction carries
+    the key as it was then)."""
+    keys = keys or {}
     done = progress(interview, events)
     questions = []
     for q in done.questions:
         p = q.prediction or {}
         questions.append({
             "id": q.id, "title": titles.get(q.id, q.id),
-            "kind": p.get("kind"), "prediction": p.get("answer"), "truth": p.get("truth"), "confidence": p.get("confidence"),
+            "kind": p.get("kind") or keys.get(q.id, (None, None))[0], "prediction": p.get("answer"),
+            "truth": p.get("truth", keys.get(q.id, (None, None))[1]), "confidence": p.get("confidence"),
             "correct": p.get("correct"), "runs": len(q.runs),
             "run_log": [{k: r.get(k) for k in ("status", "diff", "stdout", "error")} for r in q.runs],
             "seconds": q.seconds(now), "notes": q.note,

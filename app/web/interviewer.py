@@ -17,6 +17,7 @@ from fastapi import APIRouter, Form, Header, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from app.interview import model, snippets
+from app.interview.entries import key_of
 from app.interview.report import report
 from app.public_question import title_of
 from app.web.deps import State
@@ -103,11 +104,13 @@ async def revoke(token: str, request: Request, state: State) -> Response:
 
 
 async def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
-    titles = {}
+    titles, keys = {}, {}
     for qid in interview.question_ids:
         loaded = snippets.resolve(state.bank, interview.snippets, qid)
         titles[qid] = title_of(loaded) if loaded else qid
-    return report(interview, await events_of(state, interview), titles, state.clock())
+        if loaded is not None:  # shown for a question not predicted too (its truth was "—")
+            keys[qid] = (loaded.question.kind, key_of(loaded))
+    return report(interview, await events_of(state, interview), titles, state.clock(), keys)
 
 
 @router.get("/interviewer/{token}/report")

@@ -121,6 +121,19 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         assert "time limit 30 minutes" in html and re.search(r'data-label="Time">\d+ s<', html)
 
 
+async def test_the_report_gives_the_key_of_a_question_never_predicted(web: Web) -> None:
+    """The interviewer's report said "Truth —" for every question the candidate never reached (a
+    phone walk): the key was only kept with a prediction."""
+    async with web.client() as client:
+        made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=30)
+        r = (await client.get(f"/interviewer/{made.host_token}/report.json")).json()
+        truths = {q["id"]: (q["kind"], q["truth"], q["prediction"]) for q in r["questions"]}
+        assert truths == {"po-linear-dtype": ("predict_output", "torch.bfloat16 torch.Size([1, 2])", None),
+                          "mc-half-dtype": ("multiple_choice", "`torch.float16`", None)}, truths
+        html = (await client.get(f"/interviewer/{made.host_token}/report")).text
+        assert '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html and "<code>torch.float16</code>" in html
+
+
 async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: Web) -> None:
     """A link preview or a mail scanner fetches the link before the candidate does: that must not
     open the first question or start the time limit."""
