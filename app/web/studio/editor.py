@@ -210,10 +210,13 @@ async def save(request: Request, state: State, who: Instructor, name: Annotated[
         # its questions gone from their pages. One they are not served (a new set, a draft, a file
         # left out already) is kept as it is, a draft: a new set's answer taken from a run was
         # lost until its description, explanation and source were all written (a newcomer's walk).
-        if any(Path(s.path).resolve() == path.resolve() for s in state.bank.sets):
-            return JSONResponse({"ok": False, "error": "The file does not lint; nothing was saved (learners are served "
-                                 "this file, and would lose its questions).", "status": 422, "problems": problems},
-                                status_code=422)  # fmt: skip
+        # Only a file the loader itself refuses is a draft: one that loads but takes another
+        # file's ids would, on the next start, contend with that file for them.
+        served = any(Path(s.path).resolve() == path.resolve() for s in state.bank.sets)
+        if served or load_text(text, Path(name).stem, name)[0] is not None:
+            why = " (learners are served this file, and would lose its questions)" if served else ""
+            return JSONResponse({"ok": False, "error": f"The file does not lint; nothing was saved{why}.", "status": 422,
+                                 "problems": problems}, status_code=422)  # fmt: skip
         _save(path, text)
         await asyncio.to_thread(state.live_bank.reload)
         return {"ok": True, "saved": name, "draft": True, "problems": problems, "warnings": []}
