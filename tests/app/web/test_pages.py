@@ -356,7 +356,11 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
                  "mc-sixteen-bit": {"choice": await form_at(c, "mc-sixteen-bit", 0, 1)}}  # fmt: skip
         for qid, answer in missed.items():
             assert (await c.post(f"/questions/{qid}", data=answer)).status_code == 303
-        assert "Nothing is due" in (await c.get("/review")).text  # missed just now: not due yet
+        waiting = (await c.get("/review")).text
+        assert "Nothing is due" in waiting  # missed just now: not due yet
+        # ...and what comes back, and when, is listed there (it was only on the progress page)
+        assert "Coming back later" in waiting and all(f'href="/questions/{qid}"' in waiting for qid in missed)
+        assert "in 10 minutes · missed 1×" in text_of(waiting)
         web.clock.advance(minutes=11)
         home = (await c.get("/")).text
         assert "Review now: 3 due" in home
