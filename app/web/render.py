@@ -217,6 +217,17 @@ def percent(part: int, whole: int) -> str:
     return f"{round(100 * part / whole)}%" if whole else "—"
 
 
+def what_happened_besides_the_exception(run: dict[str, Any]) -> list[str]:
+    """`what_happened`, less the sentence restating the exception that the run panel shows in a box
+    of its own: a playground run said "raised ValueError on line 4" three times (a newcomer's walk)."""
+    lines = what_happened(run)
+    exc = run.get("exception") if isinstance(run, dict) else None
+    if isinstance(exc, dict) and exc.get("type"):
+        said = f"The snippet raised {exc['type']}"
+        lines = [line for line in lines if not line.startswith(said)]
+    return lines
+
+
 def minutes_and_seconds(seconds: float) -> str:
     """A span of time as people say it: "45 s", "2 min", "2 min 30 s" (a report said "extended
     by 2.5", with no unit)."""
@@ -305,7 +316,7 @@ def make_templates() -> Jinja2Templates:
         scaler=scaler_desc,
         as_list=as_list,
         ms=ms,
-        what_happened=what_happened,
+        what_happened=what_happened_besides_the_exception,
         letter=letter,
         iso=iso,
         utc_minute=utc_minute,

@@ -311,6 +311,20 @@ def test_a_hazards_line_op_and_message_read_as_words_apart() -> None:
     assert "line 14 Tensor.backward went to zero" in shown
 
 
+def test_a_raised_exception_is_told_once_in_its_own_box() -> None:
+    """A playground run that raised said so three times: the run's message, the exception's box and
+    the first line of "What happened" (a newcomer's walk). The box says it; the rest still shows."""
+    from app.web.render import make_templates
+
+    run = {"status": "error", "stdout": "", "stderr": "", "warnings": [], "duration_ms": 1.0, "environment": {},
+           "message": "The snippet raised ValueError on line 4.",
+           "exception": {"type": "ValueError", "message": "boom", "line": 4, "traceback": ""},
+           "explanation": {"summary": ["The snippet raised ValueError on line 4: boom.", "Tensor.mul on line 3 overflowed in float16."]}}  # fmt: skip
+    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", make_templates().env.get_template("_run.html").render(run=run)))
+    assert "The snippet raised" not in shown and "Raised ValueError at line 4: boom" in shown
+    assert "Tensor.mul on line 3 overflowed in float16." in shown  # the rest of what happened
+
+
 def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
     """Pages read a run's report (dicts) as `value.name`, by the key at once: a key is its value,
     a dict method's name is still the method even where a key has that name, and a missing key
