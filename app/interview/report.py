@@ -108,10 +108,11 @@ def report(
     questions = []
     for q in done.questions:
         p = q.prediction or {}
+        kind, key = keys.get(q.id, (None, None))
         questions.append({
             "id": q.id, "title": titles.get(q.id, q.id),
-            "kind": p.get("kind") or keys.get(q.id, (None, None))[0], "prediction": p.get("answer"),
-            "truth": p.get("truth", keys.get(q.id, (None, None))[1]), "confidence": p.get("confidence"),
+            "kind": p.get("kind") or kind, "prediction": p.get("answer"),
+            "truth": p.get("truth", key), "confidence": p.get("confidence"),
             "correct": p.get("correct"), "runs": len(q.runs),
             "run_log": [{k: r.get(k) for k in ("status", "diff", "stdout", "error")} for r in q.runs],
             "seconds": q.seconds(now), "notes": q.note,

@@ -24,7 +24,9 @@ def indent_class(line: str, prefix: int = 0) -> str:
     return f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
 
 
-_BREAK_AFTER = re.compile(r'(<span class="[op]">[^<]*[.(,\[]</span>)')
+_BREAKS = r"[.(,\[]"
+"""The characters a phone's wrapped code line may break after (`<wbr>`): a dot, a bracket, a comma."""
+_BREAK_AFTER = re.compile(rf'(<span class="[op]">[^<]*{_BREAKS}</span>)')
 """A `.`, `(`, `,` or `[` token as Pygments writes it (an operator or punctuation span): a phone's
 wrapped line may break after one (`<wbr>`), where otherwise a dotted call broke inside a name."""
 
@@ -60,7 +62,7 @@ def highlight(code: str | None) -> Markup:
 def with_breaks(text: str) -> Markup:
     """A line of code as HTML (escaped), which a phone may wrap after a dot, a bracket or a comma,
     as `highlight`'s lines (a What-if card's diff)."""
-    return Markup(re.sub(r"([.(,\[])", r"\1<wbr>", str(escape(text))))
+    return Markup(re.sub(f"({_BREAKS})", r"\1<wbr>", str(escape(text))))
 
 
 CODE_BG = {"light": "#f7f8fa", "dark": "#161b26"}

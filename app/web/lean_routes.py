@@ -69,6 +69,19 @@ def digits(where: str, name: str, value: str | None) -> str | None:
     return value
 
 
+def moment_or_none(value: str | None) -> str | None:
+    """`digits` for a link's query, where a bad value is dropped rather than refused: the value
+    when it is 1 to 12 digits, else None."""
+    return value if value is not None and _DIGITS.match(value) else None
+
+
+def whole_number_or_none(value: str | None) -> int | None:
+    """`as_int` for a link's query, where a bad value is dropped rather than refused: a whole
+    number of at most 19 digits, else None."""
+    value = value.strip() if value is not None else None
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= 19 else None
+
+
 def printable(where: str, name: str, value: str | None) -> str | None:
     """A value with no control character (PostgreSQL refuses a text with NUL in it)."""
     if value is not None and not _PRINTABLE.match(value):

@@ -38,9 +38,11 @@ from app.web.lean_routes import (
     digits,
     form_fields,
     invalid,
+    moment_or_none,
     page_route,
     printable,
     state_and_learner,
+    whole_number_or_none,
 )
 from app.web.render import in_thread, render_page
 from app.web.review_session import left_in_session
@@ -148,20 +150,14 @@ def question_context(
     }
 
 
-def _whole_number(value: str | None, digits: int = 19) -> int | None:
-    """`value` as a number of at most `digits` digits, or None for anything else."""
-    value = value.strip() if value is not None else None
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= digits else None
-
-
 @page_route(router, "/questions/{question_id}")
 async def question_page(request: Request) -> Response:
     state, learner = await state_and_learner(request)
     query = request.query_params
     # A link cut short or mistyped (`?attempt=abc`) still shows the question, without what it
     # could not name: a 422 page said only "Input should be a valid integer".
-    attempt = _whole_number(query.get("attempt"))
-    review = query.get("review") if _whole_number(query.get("review"), digits=12) is not None else None
+    attempt = whole_number_or_none(query.get("attempt"))
+    review = moment_or_none(query.get("review"))
     loaded = state.question(request.path_params["question_id"])
     if attempt is not None and not 1 <= attempt < 2**31:  # ids are 32-bit on PostgreSQL
         raise NotFound("There is no such attempt.")

@@ -28,6 +28,7 @@ from pygments.util import ClassNotFound
 
 from app.explain_text import what_happened
 from app.grading import LONGEST_PREDICTION
+from app.mutate.cards import diff_lines
 from app.review import STATUS_LABELS
 from app.web.code_html import highlight, indent_class, with_breaks
 from app.web.static_files import STATIC_VERSION
@@ -323,7 +324,7 @@ def make_templates() -> Jinja2Templates:
     )
     env.globals.update(
         static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent, minutes_and_seconds=minutes_and_seconds,
-        longest_prediction=LONGEST_PREDICTION, indent_class=indent_class, with_breaks=with_breaks,
+        longest_prediction=LONGEST_PREDICTION, indent_class=indent_class, with_breaks=with_breaks, diff_lines=diff_lines,
     )
     env.trim_blocks = True
     env.lstrip_blocks = True

@@ -5,7 +5,6 @@ in the URL; what was reviewed is read back from the attempts made since then."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -16,6 +15,7 @@ from app import review
 from app.progress import QueueRow, Standing
 from app.public_question import title_of
 from app.web.deps import Learner, State
+from app.web.lean_routes import moment_or_none
 from app.web.render import in_thread, render_page
 from app.web.state import WebState
 
@@ -24,12 +24,7 @@ router = APIRouter(include_in_schema=False)
 Since = Annotated[str | None, Query()]
 """When the session started, in whole seconds since the epoch (UTC): 1 to 12 digits. Absent or
 not so (a bookmark, a link cut short), the learner is sent on rather than shown a 422
-(`_session_moment`)."""
-_SINCE = re.compile(r"^\d{1,12}$")
-
-
-def _session_moment(since: str | None) -> str | None:
-    return since if since is not None and _SINCE.match(since) else None
+(`moment_or_none`)."""
 
 
 SESSION_REACH = timedelta(days=1)
@@ -83,7 +78,7 @@ async def review_begin(state: State) -> Response:
 
 @router.get("/review/next")
 async def review_next(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
-    if _session_moment(since) is None:  # no session to go on with: one begins now
+    if moment_or_none(since) is None:  # no session to go on with: one begins now
         return RedirectResponse("/review/start", status_code=303)
     due = await in_thread(state, lambda: due_now(state, learner))
     if not due:
@@ -93,7 +88,7 @@ async def review_next(request: Request, state: State, learner: Learner, since: S
 
 @router.get("/review/done")
 async def review_done(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
-    if _session_moment(since) is None:  # no session to sum up: the overview says what is due
+    if moment_or_none(since) is None:  # no session to sum up: the overview says what is due
         return RedirectResponse("/review", status_code=303)
     started = parse_since(since, state.clock())
 
