@@ -5,12 +5,15 @@ The live server grades only keys it has proof of. Each question is in one state:
 - `conceptual`: no code, nothing to run; graded on the author's word, and said so.
 - `proved`: a committed record for this server's environment (device kind and torch version),
   or a run on this server, agrees with the key; graded.
-- `elsewhere`: the code needs a device this server lacks (CUDA on a CPU host); graded, with the
-  committed CUDA record's proof if there is one, else said plainly: "not yet verified on CUDA".
+- `elsewhere`: the key is about a device this server does not run the code on (CUDA on a CPU
+  host, the CPU's output on a CUDA host); graded, with the committed record of that device if
+  there is one, else said plainly: "not yet verified on CUDA".
 - `pending`: runnable here and not proved yet (a new or changed file): shown, never graded, until
   its run is in (a second or two; the `Prover` runs it in the background).
-- `held_back`: running it here (or this environment's record) contradicts the key: shown as
-  "under review", never graded, and listed by /healthz and `ampquiz status` with the diff.
+- `held_back`: running it here (or this environment's record, or the record of the device it
+  asks about) contradicts the key, or the key is about torch releases this server does not run
+  and no record made on one proves it: shown as "under review", never graded, and listed by
+  /healthz and `ampquiz status` with the diff.
 
 No web framework here: the web asks `ProofBook.proof()` before grading and shows its lines.
 """
@@ -25,9 +28,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.bank.load import Bank, LoadedQuestion
+from app.bank.schema import torch_in_range
 from app.runs.queue import RunQueue
 from app.verify.check import KeyCheck, check, skip_reason, worth_running_again
-from app.verify.record import Record, Verification, is_stale, question_hash, verifications
+from app.verify.record import (
+    Record,
+    Verification,
+    contradicted,
+    is_stale,
+    question_hash,
+    verifications,
+)
 from sandbox import Limits, SandboxError
 from sandbox.result import TRANSIENT
 
@@ -111,7 +122,12 @@ class ProofBook:
         return None
 
     def runnable_here(self, loaded: LoadedQuestion) -> bool:
-        return skip_reason(loaded.question, self.device, self.torch_version) is None
+        """Whether a run on this server proves the key learners are graded on: the code runs
+        here, on a torch the key is about, and on the device the question asks about. (A CUDA
+        host runs a question about the CPU's output too, but its run proves `device_answers.cuda`,
+        not the CPU answer graded: that was "proved" there, a wrong CPU key with it.)"""
+        q = loaded.question
+        return skip_reason(q, self.device, self.torch_version) is None and q.asks_about == self.device
 
     def proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
         """What proves this question's key; kept on the question until the records or this
@@ -128,11 +144,7 @@ class ProofBook:
             return Proof("conceptual", [_badge("", "conceptual", "conceptual — no code to run")])
         by_device = {v.device_kind: v for v in verifications(records, loaded)}
         if not self.runnable_here(loaded):
-            badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
-            cuda = by_device.get("cuda")
-            if cuda is not None and cuda.result == "fail":
-                return Proof("held_back", badges, reason=f"the CUDA record says its run contradicts the key ({cuda.date})")
-            return Proof("elsewhere", badges)
+            return self._proof_elsewhere(loaded, records, by_device)
         others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
         record = self._record_here(records)
         entry = record.results.get(loaded.id) if record is not None else None
@@ -155,6 +167,23 @@ class ProofBook:
             return Proof("proved", [_badge(self.device, "pass", label), *others])
         label = f"under review: running it on {device} contradicts the key ({here.date})"
         return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=here.reason, diff=here.diff)
+
+    def _proof_elsewhere(self, loaded: LoadedQuestion, records: list[Record], by_device: dict[str, Verification]) -> Proof:
+        """A key no run on this server can prove (another device's output, another torch's):
+        graded on the committed record of the device it asks about, held back where that record
+        contradicts it. A key about torch releases this server does not run is held back unless
+        a record made on one of them proves it: the run a learner sees beside the verdict is
+        this server's torch's, and one that said otherwise was graded on the author's word."""
+        q = loaded.question
+        badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
+        if (asked := contradicted(records, loaded)) is not None:
+            device = "CUDA" if q.asks_about == "cuda" else "CPU"
+            return Proof("held_back", badges, reason=f"the {device} record says its run contradicts the key ({asked.date})")
+        if not torch_in_range(q.torch_versions, self.torch_version) and not _proved_on_a_torch_asked_about(loaded, records):
+            reason = (f"its key is what torch {q.torch_versions} does; this server runs torch {self.torch_version}, "
+                      "and no committed record made on such a torch proves it")  # fmt: skip
+            return Proof("held_back", badges, reason=reason)
+        return Proof("elsewhere", badges)
 
     def to_prove(self, bank: Bank, records: list[Record]) -> list[LoadedQuestion]:
         return [q for q in bank.questions if self.proof(q, records).state == "pending"]
@@ -198,6 +227,19 @@ class ProofBook:
             and any(v.result == "pass" for v in verifications(records, q) if v.device_kind != self.device)
         )  # fmt: skip
         return {"device": self.device, "counts": counts, "elsewhere_proved": elsewhere_proved, "held_back": held}
+
+
+def _proved_on_a_torch_asked_about(loaded: LoadedQuestion, records: list[Record]) -> bool:
+    """Whether a committed record made on the device the question asks about, with a torch in its
+    `torch_versions`, proves the key as it is now."""
+    q = loaded.question
+    for record in records:
+        entry = record.results.get(loaded.id)
+        env = record.environment
+        if (entry is not None and entry.get("result") == "pass" and not is_stale(entry, q)
+                and record.device_kind == q.asks_about and torch_in_range(q.torch_versions, str(env.get("torch_version") or ""))):  # fmt: skip
+            return True
+    return False
 
 
 class Prover:

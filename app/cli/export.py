@@ -15,6 +15,7 @@ from app.cli.common import DEFAULT_BANK, load_clean_bank
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from app.export import FORMATS
+    from app.export.proof import without_contradicted_keys
 
     fmt = FORMATS[args.format]
     if fmt.binary and args.output is None:
@@ -24,6 +25,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     bank = load_clean_bank(args.path)
     if bank is None:
         return 1
+    bank, left_out = without_contradicted_keys(bank)
+    for line in left_out:
+        print(f"left out (its key is contradicted; fix it, then `ampquiz verify --record`): {line}", file=sys.stderr)
     data = fmt.write(bank, None)
     if args.output is None:
         assert isinstance(data, str)

@@ -6,11 +6,12 @@ Read from `questions/verified/*.json` next to the bank's files (no sandbox, no n
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from app.bank.load import LoadedQuestion
+from app.bank.load import Bank, LoadedQuestion
 from app.export.common import ProofLine
-from app.verify.record import Record, load_records, verifications
+from app.verify.record import Record, contradicted, load_records, verifications
 
 
 def proof_line_from(records: list[Record], loaded: LoadedQuestion) -> str:
@@ -39,3 +40,25 @@ def committed_proof_lines() -> ProofLine:
         return proof_line_from(by_folder[folder], loaded)
 
     return proof_line
+
+
+def without_contradicted_keys(bank: Bank) -> tuple[Bank, list[str]]:
+    """The bank less every question whose committed record (of the device it asks about)
+    contradicts its key, as the live server holds such a key back: an LMS would grade learners
+    on it, the contradiction said only in feedback shown after grading. Also a line for each
+    question left out, with its file and what the record says."""
+    by_folder: dict[Path, list[Record]] = {}
+    kept_sets, left_out = [], []
+    for loaded_set in bank.sets:
+        kept = []
+        for loaded in loaded_set.questions:
+            folder = Path(loaded.path).parent
+            records = by_folder.setdefault(folder, load_records(folder))
+            said = contradicted(records, loaded) if loaded.question.code else None
+            if said is None:
+                kept.append(loaded)
+            else:
+                left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: {said.label}")
+        if kept:
+            kept_sets.append(replace(loaded_set, questions=kept))
+    return replace(bank, sets=kept_sets), left_out

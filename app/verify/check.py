@@ -79,11 +79,20 @@ def _type_matches(expected: str, actual: str) -> bool:
     return actual == expected or actual.endswith("." + expected) or expected.endswith("." + actual)
 
 
+_NUMBER_LIKE = re.compile(r"(?:\d|inf\b|nan\b)", re.IGNORECASE)
+"""A fragment that starts as a number does (a digit, `inf`, `nan`)."""
+_BEFORE_NUMBER = r"(?<![\w.+-])"
+"""What may not come just before a number-like fragment: a sign or a decimal point makes it
+another number (`inf` is not in `-inf`, nor `1.0` in `-1.0`, nor `5` in `0.5`)."""
+
+
 def printed_contains(printed: str, fragment: str) -> bool:
     """Whether `fragment` is in the printed text as a whole: not as part of a longer word or
     number. `float16` is not in `torch.bfloat16`, nor `float` (a key of `stdout_contains: [float]`
-    passed for bfloat16 whatever its choice said), nor `1.0` in `1.05`."""
-    edges = (r"(?<!\w)" if fragment[:1].isalnum() or fragment[:1] == "_" else "") + re.escape(fragment)
+    passed for bfloat16 whatever its choice said), nor `1.0` in `1.05` or `-1.0`, nor `inf` in
+    `-inf`."""
+    edges = (_BEFORE_NUMBER if _NUMBER_LIKE.match(fragment) else r"(?<!\w)" if fragment[:1].isalnum() or fragment[:1] == "_" else "")
+    edges += re.escape(fragment)
     edges += r"(?!\w|\.\d)" if fragment[-1:].isalnum() or fragment[-1:] == "_" else ""
     return re.search(edges, printed) is not None
 
@@ -174,7 +183,11 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
         problems = []
         if run.status != "ok":
             problems.append(f"the code did not finish: {_exception_text(run)}")
-        if actual != expected and actual not in [normalise_output(a) for a in q.accept]:
+        if actual != expected:
+            # `accept` lists other spellings learners may type; the answer itself is what the page
+            # says the code prints, so a run printing an accepted spelling proves nothing of it
+            # (an answer of float16 with bfloat16 accepted passed, and "It prints torch.float16"
+            # stood above a run printing torch.bfloat16).
             problems.append(f"printed output differs from the answer on {device}")
             out.diff = _diff(expected, actual, "output")
         elif run.status == "ok":

@@ -145,6 +145,14 @@ def verifications(records: list[Record], loaded: LoadedQuestion) -> list[Verific
     return out
 
 
+def contradicted(records: list[Record], loaded: LoadedQuestion) -> Verification | None:
+    """The newest record of the device the question asks about, where its run contradicted the
+    key as it is now: such a key is graded nowhere (the live server holds it back, an export
+    leaves it out). A record of another device checked that device's output, not the key."""
+    asked = next((v for v in verifications(records, loaded) if v.device_kind == loaded.question.asks_about), None)
+    return asked if asked is not None and asked.result == "fail" else None
+
+
 def stale_entries(records: list[Record], bank: Bank) -> list[str]:
     """Every record entry that no longer holds, said as `ampquiz verify` prints it."""
     stale = []

@@ -56,3 +56,26 @@ def test_a_broken_bank_exports_nothing(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stdout == ""
     assert "broken.yaml" in out.stderr
+
+
+def test_a_key_its_record_contradicts_is_left_out_and_said_so(tmp_path: Path) -> None:
+    """Exported, a key the committed record contradicts was the LMS's correct response (the
+    contradiction said only in feedback shown after grading): it is left out, with where and why."""
+    from app.bank import load_bank
+    from app.verify.record import question_hash, record_name
+    from tests.support.planted import wrong_key_set
+
+    (tmp_path / "planted.yaml").write_text(wrong_key_set("planted-fp16-max"))
+    tricky.write_bank(tmp_path)
+    loaded = load_bank(tmp_path).question("planted-fp16-max")
+    environment = {"device_kind": "cpu", "torch_version": "2.13.0", "date": "2026-11-27T10:00:00"}
+    (tmp_path / "verified").mkdir()
+    entry = {"result": "fail", "hash": question_hash(loaded.question), "reason": "printed output differs"}
+    (tmp_path / "verified" / record_name(environment)).write_text(json.dumps({"environment": environment,
+                                                                             "results": {loaded.id: entry}}))  # fmt: skip
+    out = ampquiz("export", str(tmp_path), "--format", "gift")
+    assert out.returncode == 0, out.stderr
+    titles = [q.title for q in read_gift(out.stdout)]
+    assert titles and "65536" not in out.stdout
+    assert "left out" in out.stderr and "planted.yaml:4: planted-fp16-max" in out.stderr
+    assert "running it on CPU contradicted the key" in out.stderr
