@@ -39,7 +39,7 @@ from app.verify.record import (
     question_hash,
     verifications,
 )
-from sandbox import Limits, SandboxError
+from sandbox import Limits, RunResult, SandboxError
 from sandbox.result import TRANSIENT
 
 log = logging.getLogger("ampquiz.proofs")
@@ -90,6 +90,9 @@ class ProofBook:
         self.device = str(environment.get("device_kind") or "cpu")
         self.torch_version = str(environment.get("torch_version") or "")
         self._runs: dict[str, _RunHere] = {}
+        self._contradicted: dict[str, _RunHere] = {}
+        """Keys a later run of their code contradicted (`witness`): held back whatever proved them."""
+        self._witnessed: dict[tuple[str, int], RunResult] = {}
         self._failures: dict[str, int] = {}
         self.version = 0
         """Counts what this server learned by running; a summary is recomputed when it moves."""
@@ -104,6 +107,8 @@ class ProofBook:
         if (device, torch_version) != (self.device, self.torch_version):
             self.device, self.torch_version = device, torch_version
             self._runs.clear()
+            self._contradicted.clear()
+            self._witnessed.clear()
             self._failures.clear()
             self.version += 1
 
@@ -146,6 +151,12 @@ class ProofBook:
         if not self.runnable_here(loaded):
             return self._proof_elsewhere(loaded, records, by_device)
         others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
+        device = "CUDA" if self.device == "cuda" else "CPU"
+        contradiction = self._contradicted.get(self._hash(loaded))
+        if contradiction is not None:  # whatever proved it before: a run here said otherwise since
+            label = f"under review: a run of its code on {device} contradicted the key ({contradiction.date})"
+            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=contradiction.reason,
+                         diff=contradiction.diff)  # fmt: skip
         record = self._record_here(records)
         entry = record.results.get(loaded.id) if record is not None else None
         if record is not None and entry is not None and not is_stale(entry, loaded.question):
@@ -157,7 +168,6 @@ class ProofBook:
             if said.result == "fail":
                 why = str(entry.get("reason") or "the record says its run contradicts the key")
                 return Proof("held_back", [_badge(self.device, "fail", said.label), *others], reason=why)
-        device = "CUDA" if self.device == "cuda" else "CPU"
         here = self._runs.get(self._hash(loaded))
         if here is None:
             label = f"being verified on {device} now: answers open when its run is in"
@@ -192,6 +202,28 @@ class ProofBook:
         today = datetime.now(UTC).date().isoformat()
         self._runs[self._hash(loaded)] = _RunHere(checked.result, today, checked.reason, checked.diff)
         self.version += 1
+
+    def witness(self, loaded: LoadedQuestion, run: RunResult) -> None:
+        """A run of the question's code made for another reason (the run a result page shows,
+        shared by every learner), checked against the key as the prover's are: one that
+        contradicts it holds the key back, whatever proved it before. Code that prints a random
+        value passed the prover's two runs (and the committed record's) by luck, and the page
+        then graded learners on the key beside a run that printed something else."""
+        key = self._hash(loaded)
+        seen = (key, id(run))  # checked once per version of the key and run (a result page asks each time)
+        if self._witnessed.get(seen) is run:
+            return
+        if len(self._witnessed) >= 4096:
+            self._witnessed.clear()
+        self._witnessed[seen] = run  # held, so its id is not another run's meanwhile
+        if not self.runnable_here(loaded) or run.status in TRANSIENT or run.status == "unavailable" or key in self._contradicted:
+            return
+        checked = check(loaded, run, self.device)
+        if checked.result == "fail":
+            reason = f"a run of its code made after it was proved contradicts it: {checked.reason}"
+            self._contradicted[key] = _RunHere("fail", datetime.now(UTC).date().isoformat(), reason, checked.diff)
+            self.version += 1
+            log.warning("held back %s (%s): %s", loaded.id, loaded.path, reason)
 
     def transient_failure(self, loaded: LoadedQuestion, why: str) -> None:
         """A run that ended for a reason that may not happen next time (a timeout on a busy

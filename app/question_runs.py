@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from app.bank.load import LoadedQuestion
@@ -41,9 +42,13 @@ class QuestionRuns:
     """Each question's run, run once through the queue and then kept in memory (unless it ended
     in a way that may not happen next time: `sandbox.result.TRANSIENT`)."""
 
-    def __init__(self, queue: RunQueue, shelf: Shelf | None = None) -> None:
+    def __init__(self, queue: RunQueue, shelf: Shelf | None = None,
+                 witness: Callable[[LoadedQuestion, RunResult], None] | None = None) -> None:  # fmt: skip
         self.queue = queue
         self.shelf = shelf
+        self.witness = witness
+        """Told of every question's run as it is handed out (`ProofBook.witness`: a run that
+        contradicts the key holds it back), the first while the learner still reads the question."""
         self._cache: dict[Key, RunResult] = {}
         self._pending: dict[Key, asyncio.Future[RunResult]] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -55,8 +60,12 @@ class QuestionRuns:
     async def run(self, loaded: LoadedQuestion) -> RunResult:
         """The question's run with explanations; raises what `RunQueue.run` raises."""
         key = (loaded.question.code or "", device_of(loaded))
-        if key in self._cache:
-            return self._cache[key]
+        run = self._cache.get(key) or await self._made(key)
+        if self.witness is not None:
+            self.witness(loaded, run)
+        return run
+
+    async def _made(self, key: Key) -> RunResult:
         pending = self._pending.get(key)
         if pending is None:
             pending = asyncio.ensure_future(self._shelved_or_run(key))

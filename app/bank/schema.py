@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -267,6 +268,16 @@ class PredictOutputQuestion(QuestionBase):
         default_factory=dict, description="What the code prints on another device than the one asked about, "
         "where that differs (the device asked about has `answer`)."
     )
+
+    @field_validator("answer")
+    @classmethod
+    def _says_something(cls, answer: str) -> str:
+        """A learner cannot send an empty prediction: code that prints nothing had a key no one
+        could type, proved all the same (the studio's starter left it so until its output was used)."""
+        if not answer.strip():
+            raise ValueError("is empty: run the code and use its output as the answer (the code must print "
+                             "what the question asks about; a learner cannot send an empty prediction)")  # fmt: skip
+        return answer
 
     @model_validator(mode="after")
     def _one_answer_for_the_device_asked_about(self) -> PredictOutputQuestion:

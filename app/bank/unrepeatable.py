@@ -6,9 +6,11 @@ forks of one warm process: string hashes (so the order of a set of strings), obj
 (`id()`, `data_ptr()`) and the pid (always 1 in the sandbox) are the same in both, and a coarse
 random or timed value (a coin flip, a minute's parity) agrees often enough to pass. A learner's
 own `python` gives something else. Lint warns about each, at the question's line; an unseeded
-draw from Python's or NumPy's generator too. (torch's own generators are left to the two runs:
-they are seeded from the OS in every run, as in a fresh process, and the bank draws from them
-unseeded wherever only a dtype is printed.)
+draw from Python's or NumPy's generator too, and the OS's randomness (`os.urandom`, `secrets`,
+`uuid4`). torch's own generators are seeded from the OS in every run, as in a fresh process, and
+the bank draws from them unseeded wherever only a dtype is printed: a draw is warned about only
+where the code reads a value out of a tensor (`.item()`, `.tolist()`, `int()`, a comparison)
+without `torch.manual_seed()`, as a coin flip does (one passed both runs 3 times in 8).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ _ADDRESSES = {"id": "an object's address changes with each Python process",
               "hash": "a string's hash changes with each Python process"}
 _CLOCKS = {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
 _SHOWN = {"print", "str", "repr", "list", "tuple", "enumerate", "iter", "next"}
+_OS_RANDOMNESS = {"os.urandom", "os.getrandom", "uuid.uuid1", "uuid.uuid4", "random.SystemRandom"}
+_TORCH_DRAWS = {"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
+                "rand_like", "randn_like", "randint_like"}  # fmt: skip
+_TORCH_DRAWS_IN_PLACE = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
+_VALUE_READS = {"item", "tolist"}
 
 
 def unrepeatable(code: str) -> list[str]:
@@ -29,13 +36,56 @@ def unrepeatable(code: str) -> list[str]:
         return []  # a run says what is wrong with it
     said: dict[str, None] = {}
     names = _imported_names(tree)
-    seeded = {module for module in ("random", "numpy") if _seeds(tree, module, names)}
+    seeded = {module for module in ("random", "numpy", "torch") if _seeds(tree, module, names)}
+    sets = _set_names(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            said.update(dict.fromkeys(_call(node, seeded, names)))
-        elif isinstance(node, ast.For) and _is_set(node.iter):
+            said.update(dict.fromkeys(_call(node, seeded, names, sets)))
+        elif isinstance(node, ast.For) and _is_set(node.iter, sets):
             said["walks a set: the order of a set of strings changes with each Python process"] = None
+    if "torch" not in seeded and _draws_from_torch(tree, names) and _reads_a_value(tree):
+        said["reads a value drawn from torch's generator without torch.manual_seed(): a learner's run draws another"] = None
     return list(said)
+
+
+_METADATA = {"dtype", "shape", "device", "ndim", "layout", "requires_grad", "is_cuda"}
+
+
+def _is_metadata(node: ast.expr) -> bool:
+    """A tensor's dtype, shape or device, or a torch constant (`torch.float16`): what a comparison
+    of the bank's draws reads, the same whatever was drawn."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    return node.attr in _METADATA or ast.unparse(node).startswith("torch.")
+
+
+def _set_names(tree: ast.AST) -> set[str]:
+    """Names the code binds to a set (`names = {"a", "b"}`): printing one later prints the set."""
+    return {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _is_set(node.value)
+            for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+
+
+def _draws_from_torch(tree: ast.AST, names: dict[str, str]) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            owner, _, name = _full_name(node.func, names).rpartition(".")
+            if (owner in ("torch", "torch.random") and name in _TORCH_DRAWS) or name in _TORCH_DRAWS_IN_PLACE:
+                return True
+    return False
+
+
+def _reads_a_value(tree: ast.AST) -> bool:
+    """Whether the code takes a value out of a tensor to print or decide on: `.item()`,
+    `.tolist()`, `int(...)`/`float(...)`/`bool(...)`, or a comparison."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and not any(_is_metadata(side) for side in (node.left, *node.comparators)):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr in _VALUE_READS) or (
+                    isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and node.args):  # fmt: skip
+                return True
+    return False
 
 
 def _imported_names(tree: ast.AST) -> dict[str, str]:
@@ -60,9 +110,12 @@ def _full_name(func: ast.expr, names: dict[str, str]) -> str:
     return (names.get(first, first) + ("." + rest if rest else "")) if dotted else ""
 
 
-def _call(node: ast.Call, seeded: set[str], names: dict[str, str]) -> list[str]:
-    owner, _, name = _full_name(node.func, names).rpartition(".")
+def _call(node: ast.Call, seeded: set[str], names: dict[str, str], sets: set[str]) -> list[str]:
+    full = _full_name(node.func, names)
+    owner, _, name = full.rpartition(".")
     out = []
+    if full in _OS_RANDOMNESS or owner == "secrets":
+        out.append(f"calls {full}(): the OS's randomness differs in every run")
     if not owner and name in _ADDRESSES:
         out.append(f"calls {name}(): {_ADDRESSES[name]}")
     if name == "data_ptr":
@@ -71,21 +124,24 @@ def _call(node: ast.Call, seeded: set[str], names: dict[str, str]) -> list[str]:
         out.append("calls getpid(): a run here always has pid 1, a Python process of the learner's never")
     if (owner == "time" and name in _CLOCKS) or (name in ("now", "utcnow", "today") and "date" in owner):
         out.append("reads the clock")
-    if owner == "random" and name not in ("seed", "Random", "SystemRandom") and "random" not in seeded:
+    if owner == "random" and name not in ("seed", "Random", "SystemRandom", "getstate", "setstate") and "random" not in seeded:
         out.append("draws from Python's random module without random.seed()")
     if owner in ("np.random", "numpy.random") and name not in ("seed", "default_rng") and "numpy" not in seeded:
         out.append("draws from NumPy's global generator without numpy.random.seed()")
     if name == "default_rng" and not node.args and not node.keywords:
         out.append("makes a NumPy generator with no seed")
     shown = [a.value if isinstance(a, ast.Starred) else a for a in node.args]  # print(*{...}) walks it too
-    if (name in _SHOWN or name == "join") and any(_is_set(a) for a in shown):
+    if (name in _SHOWN or name == "join") and any(_is_set(a, sets) for a in shown):
         out.append("prints or walks a set: the order of a set of strings changes with each Python process")
     return out
 
 
-def _is_set(node: ast.expr) -> bool:
+def _is_set(node: ast.expr, sets: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """A set made there (`{...}`, `set(...)`), or a name the code bound to one (`sets`)."""
     if isinstance(node, (ast.Set, ast.SetComp)):
         return True
+    if isinstance(node, ast.Name):
+        return node.id in sets
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
 
 
@@ -98,6 +154,8 @@ def _seeds(tree: ast.AST, module: str, names: dict[str, str]) -> bool:
         owner, _, name = _full_name(node.func, names).rpartition(".")
         given = [*node.args, *(k.value for k in node.keywords)]
         with_value = bool(given) and not (isinstance(given[0], ast.Constant) and given[0].value is None)
+        if module == "torch" and with_value and name == "manual_seed" and owner.startswith("torch"):
+            return True
         if name == "seed" and with_value and (owner == module or (module == "numpy" and owner in ("np.random", "numpy.random"))):
             return True
     return False

@@ -72,8 +72,9 @@ def create_app(
             runs, workers=runs.workers, queue=settings.run_queue, limits=limits,
             per_learner=settings.run_per_learner, per_address=settings.run_per_address,
         )  # fmt: skip
-        question_runs = QuestionRuns(run_queue, shelf=store)  # runs kept for every process and restart
         proofs = ProofBook(runs.environment)
+        # Runs kept for every process and restart; each checked against its key as it is handed out.
+        question_runs = QuestionRuns(run_queue, shelf=store, witness=proofs.witness)
         prover = Prover(proofs, run_queue, lambda: (live_bank.current(), live_bank.records))
         app.state.web = WebState(
             settings=settings, store=store, run_queue=run_queue, question_runs=question_runs,

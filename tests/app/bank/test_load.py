@@ -265,3 +265,13 @@ def test_the_real_banks_words_to_learners_never_speak_of_its_own_sources() -> No
         texts += [f"{c.text} {c.why}" for c in getattr(q.question, "choices", [])]
         said += [f"{q.id}: {text}" for text in texts]
     assert [text for text in said if jargon.search(text)] == []
+
+
+def test_an_empty_answer_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Code that prints nothing got a key proved as '' that no learner could type (an empty
+    prediction is refused): the file is refused, at the answer's line, saying what to do."""
+    write(tmp_path, "empty.yaml", one_question("prints-nothing", "m").replace('answer: "1"', "answer: ''"), 1)
+    bank = load_bank(tmp_path)
+    assert bank.questions == []
+    (problem,) = bank.problems
+    assert (problem.line, problem.col) == (10, 13) and "is empty" in problem.message and "use its output" in problem.message, problem

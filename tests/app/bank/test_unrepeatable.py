@@ -29,6 +29,16 @@ from app.bank.unrepeatable import unrepeatable
     ("from numpy import random as npr\nprint(npr.rand() > 0.5)", "NumPy's global generator"),
     ('print(*{"bfloat16", "float16"})', "prints or walks a set"),
     ("from time import time\nprint(int(time()) % 2)", "reads the clock"),
+    # Coin flips that passed both proof runs by luck (an AMP expert's plants, again): the OS's
+    # randomness, torch's generator read into a value, a set printed through the name it was bound to.
+    ("import os\nprint(os.urandom(1)[0] % 2)", "the OS's randomness"),
+    ("import secrets\nprint(secrets.randbelow(2))", "the OS's randomness"),
+    ("import uuid\nprint(uuid.uuid4().int % 2)", "the OS's randomness"),
+    ("import torch\nprint(torch.rand(1).item() > 0.5)", "torch's generator without torch.manual_seed()"),
+    ("import torch\nx = torch.empty(3).uniform_()\nprint(x.tolist())", "torch's generator without torch.manual_seed()"),
+    ("from torch import randint\nprint(int(randint(0, 2, (1,))))", "torch's generator without torch.manual_seed()"),
+    ('names = {"float16", "bfloat16"}\nprint(names)', "prints or walks a set"),
+    ('names = set(["a", "b"])\nfor n in names:\n    print(n)', "walks a set"),
 ])  # fmt: skip
 def test_what_differs_between_python_processes_is_named(code: str, why: str) -> None:
     said = unrepeatable(code)
@@ -44,6 +54,9 @@ def test_what_differs_between_python_processes_is_named(code: str, why: str) -> 
     "import random as rnd\nrnd.seed(3)\nprint(rnd.random())",
     "from torch import random\nprint(random.initial_seed() > 0)",  # torch's own: left to the two runs
     "import torch\nx = torch.rand(4, 4, dtype=torch.float64)\nprint((x @ x).dtype)",  # torch's draws: left to the two runs
+    "import torch\nx = torch.rand(4, 4)\nprint(x.float().dtype == torch.float32)",  # a dtype compared: no value read
+    "import torch\ntorch.manual_seed(0)\nprint(torch.rand(1).item() > 0.5)",  # seeded: the same in every process
+    'names = {"a", "b"}\nprint(len(names))',
     "print(",  # a syntax error is the run's to report
 ])  # fmt: skip
 def test_code_that_prints_the_same_in_every_process_is_not_warned_about(code: str) -> None:

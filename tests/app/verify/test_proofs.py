@@ -54,3 +54,25 @@ def test_a_key_about_other_torch_releases_is_held_back_unless_a_record_made_on_o
     # A record of another device says nothing of the CPU's key.
     assert book.proof(loaded, [record({**CUDA, "torch_version": "2.14.1"}, loaded, "pass")]).state == "held_back"
     assert ProofBook({"device_kind": "cpu", "torch_version": "2.14.1"}).runnable_here(loaded)
+
+
+def test_a_later_run_that_contradicts_a_proved_key_holds_it_back_whatever_proved_it() -> None:
+    """Code printing an unseeded random draw passed the prover's two runs (and a committed
+    record) by luck; the run a result page then showed printed something else, beside a verdict
+    graded on the key. Any run of the code handed out is checked against the key."""
+    from sandbox import RunResult
+
+    loaded = question(requires="cpu", answer="True")
+    book = ProofBook(CPU)
+    lucky = [record(CPU, loaded, "pass")]
+    assert book.proof(loaded, lucky).state == "proved"
+    book.witness(loaded, RunResult(status="timeout", stdout=""))  # ended for a reason of the moment: says nothing
+    book.witness(loaded, RunResult(status="ok", stdout="True\n"))
+    assert book.proof(loaded, lucky).state == "proved"
+    book.witness(loaded, RunResult(status="ok", stdout="False\n"))
+    held = book.proof(loaded, lucky)
+    assert held.state == "held_back" and "made after it was proved contradicts it" in held.reason
+    assert "-True" in held.diff and "+False" in held.diff
+    # An edit of the key is a new version: judged on its own runs.
+    edited = question(requires="cpu", answer="False")
+    assert book.proof(edited, [record(CPU, edited, "pass")]).state == "proved"

@@ -268,3 +268,57 @@ def test_a_committed_cuda_record_proves_cuda_answers_on_a_cpu_server(tmp_path: P
             assert "not run on CUDA: its key is what torch >=" in html.unescape(c.get(f"/questions/{later.id}").text)
     finally:
         server.stop()
+
+
+LUCKY = """\
+title: Lucky
+description: A key a committed record proved by luck.
+questions:
+  - id: lucky-record
+    kind: predict_output
+    topic: float16-numerics
+    difficulty: 1
+    prompt: What does this print?
+    code: |
+      import torch
+      print(torch.finfo(torch.float16).max)
+    requires: cpu
+    answer: "65536.0"
+    explanation: The largest float16.
+    source: tests
+"""
+
+
+def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_anyone_is_graded(tmp_path: Path) -> None:
+    """Code printing an unseeded random draw passed the prover's runs and the committed record by
+    luck, and the run each result page showed printed something else beside a verdict graded on
+    the key. Here the record says pass for a key the code never prints (what such luck leaves):
+    the run started while the first learner reads the question holds the key back before their
+    answer is graded."""
+    import json
+
+    from app.verify.record import question_hash
+
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "lucky.yaml").write_text(LUCKY)
+    loaded = load_bank(bank).question("lucky-record")
+    environment = json.loads((BANK / "verified" / "cpu-torch2.13.0.json").read_text())["environment"]
+    (bank / "verified").mkdir()
+    entry = {"result": "pass", "hash": question_hash(loaded.question)}
+    (bank / "verified" / "cpu-torch2.13.0.json").write_text(json.dumps({"environment": environment, "results": {loaded.id: entry}}))
+    server = Server(tmp_path, bank=bank)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            assert c.get("/api/questions/lucky-record").json()["proof"]["state"] == "proved"  # the record's word
+            c.get("/questions/lucky-record")  # the learner reads it; its run starts meanwhile
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and c.get("/api/questions/lucky-record").json()["proof"]["state"] != "held_back":
+                time.sleep(0.1)
+            r = attempt(c, "lucky-record", output="65536.0")
+            assert r.status_code == 409 and "under review" in r.json()["error"], r.text
+            held = c.get("/healthz").json()["proofs"]["held_back"]
+            assert [h["id"] for h in held] == ["lucky-record"] and "made after it was proved contradicts it" in held[0]["reason"]
+    finally:
+        server.stop()
