@@ -119,6 +119,13 @@ class Settings(BaseModel):
     )
     host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
+    trusted_proxies: str = Field(
+        "", description="Addresses of reverse proxies whose `X-Forwarded-For` names the client "
+        "(comma-separated, e.g. `127.0.0.1` for one on this host; `*` trusts any). Empty: none, and "
+        "a request's client is whoever connected, so no client can pick the address its answers and "
+        "runs count against. A trusted proxy must append the address it saw (nginx: "
+        "`$proxy_add_x_forwarded_for`): the rightmost address not in this list is the client's.",
+    )
 
     @field_validator("workers_url")
     @classmethod

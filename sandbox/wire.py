@@ -62,8 +62,10 @@ def recv_with_fds(sock: socket.socket, max_fds: int) -> tuple[dict[str, Any] | N
 class Reader:
     """Incremental decoder for a non-blocking reader: feed bytes, take whole messages."""
 
-    def __init__(self, max_containers: int | None = None) -> None:
+    def __init__(self, max_containers: int | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.buffer = bytearray()
+        self.max_bytes = max_bytes
+        """A message whose header declares more is refused at once, before its body is read."""
         self.max_containers = max_containers
         """With a bound: a message with more lists and objects than that (counted as its `[` and
         `{` bytes, before parsing) is refused. Parsing holds the GIL: 4 MB of `[[],[],…]` took a
@@ -74,7 +76,7 @@ class Reader:
         out = []
         while len(self.buffer) >= _HEADER.size:
             (length,) = _HEADER.unpack_from(self.buffer)
-            if length > MAX_MESSAGE_BYTES:
+            if length > self.max_bytes:
                 raise ValueError("message over the limit")
             if len(self.buffer) < _HEADER.size + length:
                 break

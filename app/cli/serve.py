@@ -48,6 +48,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         # Each connection with a deadline to send its request, a bound per address and one on its
         # requests (see app.web.connections: named, not imported, as nothing here imports the app).
         "http": "app.web.connections:BoundedConnection",
+        # Whose X-Forwarded-For names the client: only the proxies the settings name (uvicorn
+        # trusted 127.0.0.1's by default, so a local proxy passing the header on let any client
+        # pick the address its shares count against).
+        "proxy_headers": bool(settings.trusted_proxies), "forwarded_allow_ips": settings.trusted_proxies or None,
     }  # fmt: skip
     where = f"{processes} processes" if processes > 1 else "1 process"
     banner = f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)"

@@ -326,3 +326,57 @@ def test_a_forged_crash_report_says_only_that_the_runner_failed(sb: Sandbox) -> 
     """)
     assert r.status == "killed" and r.message == "sandbox runner failed", r
     assert_still_works(sb)
+
+
+TRICKLE = """
+import fcntl, os, socket, stat, struct, time
+SIOCOUTQ = 0x5411
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+            s = socket.socket(fileno=os.dup(int(name)))
+            break
+    except OSError:
+        pass
+s.sendall(struct.pack("!I", {declared}))
+started = time.time()
+while time.time() - started < {seconds}:
+    s.send(b" ")
+    while struct.unpack("i", fcntl.ioctl(s.fileno(), SIOCOUTQ, b"\\0\\0\\0\\0"))[0]:
+        pass  # until the pool has read it: one wake-up of the pool per byte
+"""
+
+
+def test_a_report_trickled_a_byte_at_a_time_costs_the_pool_little_cpu(sb: Sandbox) -> None:
+    """A run that wrote its report one byte at a time, each once the last was read, woke the
+    pool's reading thread for every byte: half a core of the server's CPU, outside the run's own
+    limit (an attacker's review). Past a few small reads the pool reads what trickled in in
+    larger pieces. What the reading thread spent is measured in CPU seconds, not wall time."""
+    import time
+
+    spent = time.thread_time()
+    r = sb.run(TRICKLE.format(declared=1_000_000, seconds=3), Limits(wall_s=4, cpu_s=8))
+    spent = time.thread_time() - spent
+    assert r.status in ("timeout", "killed"), r
+    assert spent < 0.4, f"the pool's thread spent {spent:.2f} s of CPU reading a 3 s trickle"
+    assert_still_works(sb)
+
+
+def test_a_report_declared_past_any_honest_reports_size_is_refused_at_once(sb: Sandbox) -> None:
+    """A header announcing more than the pool reads of a report is refused as soon as it is
+    read, not after the body trickled in up to that size."""
+    r = sb.run(TRICKLE.format(declared=2_000_000, seconds=20), Limits(wall_s=30, cpu_s=30))
+    assert r.status == "killed" and "malformed" in r.message, r
+    # Refused at the header, not when the trickle passes the pool's bound (12-15 s of it here).
+    assert r.duration_ms < 5_000, r
+    assert_still_works(sb)
+
+
+def test_characters_written_out_stay_within_the_output_cap(sb: Sandbox) -> None:
+    """Written out as escapes, 64 KB of control characters became up to 390,000 characters,
+    kept with the run and sent to every page showing it: the cap holds for the text shown."""
+    limits = Limits(output_bytes=16 * 1024)
+    r = sb.run('import sys\nsys.stdout.write("\\x01" * 16000)\nsys.stderr.write("\\u202e" * 16000)', limits)
+    assert r.stdout.startswith("\\x01\\x01") and len(r.stdout) == limits.output_bytes, len(r.stdout)
+    assert r.stderr.startswith("\\u202e") and len(r.stderr) == limits.output_bytes, len(r.stderr)
+    assert_still_works(sb)
