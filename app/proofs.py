@@ -68,6 +68,11 @@ class Proof:
     def lines(self) -> list[str]:
         return [b["label"] for b in self.badges]
 
+    def on_the_authors_word(self, asks_about: str) -> bool:
+        """Graded (a key about a device this server does not run the code on) with no record of
+        that device proving it: every verdict given on it says so."""
+        return self.state == "elsewhere" and not any(b["device"] == asks_about and b["result"] == "pass" for b in self.badges)
+
 
 def _badge(device: str, result: str, label: str) -> dict[str, str]:
     return {"device": device, "result": result, "label": label}

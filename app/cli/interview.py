@@ -16,6 +16,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from app.interview import model
     from app.settings import Settings, SettingsError
     from app.store import Store
+    from app.verify.record import contradicted, load_records
 
     try:
         settings = Settings.from_env()
@@ -43,6 +44,16 @@ def _cmd(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        # The committed records are what this command can read of the proofs (the server holds a
+        # key back on its own runs too, and tells the candidate then): a key they contradict
+        # could be graded on no candidate, and the studio refuses it as well.
+        records = load_records(settings.bank)
+        for loaded in (bank.question(q) for q in ids):
+            assert loaded is not None
+            if (said := contradicted(records, loaded)) is not None:
+                print(f"ampquiz interview: the key of {loaded.id!r} is under review ({said.label}): "
+                      "no candidate could be graded on it", file=sys.stderr)  # fmt: skip
+                return 1
         try:
             made = model.create(store, ids, by=args.by, minutes=args.minutes)
         except ValueError as exc:

@@ -113,7 +113,7 @@ def report(
             "id": q.id, "title": titles.get(q.id, q.id),
             "kind": p.get("kind") or kind, "prediction": p.get("answer"),
             "truth": p.get("truth", key), "confidence": p.get("confidence"),
-            "correct": p.get("correct"), "runs": len(q.runs),
+            "correct": p.get("correct"), "authors_word": bool(p.get("authors_word")), "runs": len(q.runs),
             "run_log": [{k: r.get(k) for k in ("status", "diff", "stdout", "error")} for r in q.runs],
             "seconds": q.seconds(now), "notes": q.note,
         })  # fmt: skip

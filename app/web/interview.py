@@ -190,8 +190,9 @@ async def predict(
         graded = state.grade(_candidate_key(token), loaded, choice, output or "")
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc), said=said)
+    authors_word = _proof(state, interview, loaded).on_the_authors_word(loaded.question.asks_about)
     await record(
-        request, state, interview, "predicted", entries.predicted(loaded, graded, confidence)
+        request, state, interview, "predicted", entries.predicted(loaded, graded, confidence, authors_word=authors_word)
     )
     return RedirectResponse(f"/interview/{token}#result", status_code=303)
 

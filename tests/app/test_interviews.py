@@ -6,6 +6,7 @@ the event log replayed after `Last-Event-ID`; the live fan-out in order; the CLI
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 from pathlib import Path
@@ -119,6 +120,27 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         assert "<code>torch.float32</code>" in mc[: mc.index("</tr>")] and "`torch.float32`" not in html
         assert '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html
         assert "time limit 30 minutes" in html and re.search(r'data-label="Time">\d+ s<', html)
+
+
+async def test_a_key_graded_on_the_authors_word_says_so_to_candidate_and_interviewer(web: Web) -> None:
+    """A CUDA question on a CPU server with no CUDA record is graded on the author's answer: the
+    learner's page said so beside the verdict; the candidate's, the live page and the report said
+    nothing (an AMP expert's review). A key proved here says nothing of the kind."""
+    async with web.client() as client:
+        made = await _interview(client, ["po-needs-cuda", "po-linear-dtype"])
+        cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
+        await client.post(cand + "/start")
+        await client.post(cand + "/predict", data={"output": "torch.float16", "confidence": "95"})
+        assert "Graded by the author's answer: no run on CUDA has proved it" in html.unescape((await client.get(cand)).text)
+        await client.post(cand + "/next")
+        await client.post(cand + "/predict", data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"})
+        assert "Graded by the author" not in html.unescape((await client.get(cand)).text)
+        stream = await client.get(host + "/events", params={"replay": "true"})
+        predicted = [e["data"] for e in _events(stream.text) if e["kind"] == "predicted"]
+        assert [p.get("authors_word", False) for p in predicted] == [True, False]
+        report = (await client.get(host + "/report")).text
+        assert report.count("data-unproved") == 1 and "the author's answer: no run proved it" in html.unescape(report)
+        assert [q["authors_word"] for q in (await client.get(host + "/report.json")).json()["questions"]] == [True, False]
 
 
 async def test_the_report_gives_the_key_of_a_question_never_predicted(web: Web) -> None:
@@ -321,9 +343,33 @@ def test_the_cli_prints_the_candidates_link_first(
     )
     assert model.by_host(store, host.rsplit("/", 1)[1]) == found
     assert cli_main(["interview", "new", "--questions", "no-such-id"]) == 1
+    capsys.readouterr()
     assert cli_main(["interview", "revoke", candidate]) == 0
     assert model.by_candidate(store, candidate.rsplit("/", 1)[1]) is None
     store.close()
+
+
+def test_the_cli_refuses_a_question_whose_record_contradicts_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The studio refused a held-back question; `interview new` made the interview with it, and
+    no candidate could then be graded on it (an instructor's walk)."""
+    from app.bank import load_bank
+    from app.verify.record import question_hash, record_name
+    from tests.support.planted import wrong_key_set
+
+    (tmp_path / "planted.yaml").write_text(wrong_key_set("planted-fp16-max"))
+    loaded = load_bank(tmp_path).question("planted-fp16-max")
+    environment = {"device_kind": "cpu", "torch_version": "2.13.0", "date": "2026-11-27T10:00:00"}
+    (tmp_path / "verified").mkdir()
+    entry = {"result": "fail", "hash": question_hash(loaded.question)}
+    body = {"environment": environment, "results": {loaded.id: entry}}
+    (tmp_path / "verified" / record_name(environment)).write_text(json.dumps(body))
+    monkeypatch.setenv("AMPQUIZ_DATABASE_URL", f"sqlite:///{tmp_path / 'db.sqlite'}")
+    monkeypatch.setenv("AMPQUIZ_BANK", str(tmp_path))
+    assert cli_main(["interview", "new", "--questions", "planted-fp16-max"]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and "'planted-fp16-max' is under review (running it on CPU contradicted the key" in out.err
 
 
 async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: Web) -> None:
@@ -431,8 +477,14 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         too_long = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "100000"})
         assert too_long.status_code == 400 and "1 to 600" in too_long.text
         assert re.search(r'value="mc-half-dtype"[^>]* checked', too_long.text) and 'maxlength="3"' in too_long.text
-        coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random())\n"})
-        assert coin.status_code == 400 and "printed something else when run again" in coin.text
+        drawn = await client.post("/studio/interviews", data={"adhoc": "import torch\nprint(torch.rand(2))\n"})
+        assert drawn.status_code == 400 and "printed something else when run again" in drawn.text
+        # A coin flip agrees with itself on two runs half the time: what makes one is refused unrun.
+        coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random() < 0.5)\n"})
+        assert coin.status_code == 400 and "ad-hoc snippet 1 draws from Python&#39;s random module" in coin.text, coin.text
+        # Nothing printed is no answer a candidate can send.
+        silent = await client.post("/studio/interviews", data={"adhoc": "x = 1\n"})
+        assert silent.status_code == 400 and "ad-hoc snippet 1 printed nothing" in silent.text
 
 
 async def test_a_slow_read_of_an_interview_holds_up_no_other_request(web: Web) -> None:

@@ -120,6 +120,8 @@
             el("strong", "", data.correct ? "right" : "wrong"), " (the answer: ", el("code", "printed", truth), ")");
           p.append(line);
         }
+        // Graded on the author's word: no run on the device the question asks about proved the key.
+        if (data.authors_word) p.append(el("p", "notice small", "Graded by the author's answer: no run has proved this key yet."));
       } else if (event.kind === "run" && box) {
         const item = el("li", "interview-run");
         item.dataset.run = String(event.id);

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from app.bank.unrepeatable import unrepeatable
 from app.interview import model, snippets
 from app.public_question import title_of
 from app.verify.check import same_each_time
@@ -54,10 +55,15 @@ async def create(
         limit = int(minutes) if minutes.strip() else None
         entries_: list[str | dict[str, Any]] = list(questions)
         for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
+            if chance := unrepeatable(code):  # two runs in one warm process agree on these by luck
+                raise ValueError(f"ad-hoc snippet {n} {chance[0]}, so it has no one answer: print nothing that depends on it")
             run = await state.run_queue.run(code, owners=state.owners(request))
             if run.status != "ok":
                 why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
                 raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
+            if not run.stdout.strip():
+                raise ValueError(f"ad-hoc snippet {n} printed nothing; what it prints is its answer, and a candidate "
+                                 "cannot send an empty prediction: print what the candidate should predict")  # fmt: skip
             # Its output is the key: code that prints something else each time has none.
             again = await state.run_queue.run(code, owners=state.owners(request))
             if not same_each_time(run, again):
