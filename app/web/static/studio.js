@@ -143,7 +143,7 @@
       const data = await api("/studio/api/run", { name: name, text: area.value, question_id: select.value });
       runBox.innerHTML = data.panel;
       verdict = document.createElement("p");
-      verdict.className = "notice " + (data.key === "pass" || data.key === "unchecked" ? "" : "error");
+      verdict.className = "notice " + (data.key === "fail" ? "error" : "");
       verdict.textContent = data.key === "pass" ? "The key agrees with this run." : "The key: " + (data.reason || data.key);
       verdictOf = area.value;
       runBox.prepend(verdict);

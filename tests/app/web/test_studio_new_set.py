@@ -57,3 +57,38 @@ async def test_a_new_set_stays_out_of_the_bank_until_written_and_its_code_runs_m
         text = used.json()["text"]
         loaded, problems = load_text(text, "walk-set", "walk-set.yaml")
         assert loaded is not None and problems == [], problems
+
+
+CUDA_KEY = """\
+title: Where it runs
+description: A question about what CUDA prints, its code runnable anywhere.
+questions:
+  - id: where-it-runs
+    kind: predict_output
+    topic: where-it-runs
+    difficulty: 1
+    prompt: What does this print on a GPU?
+    code: |
+      import torch
+      print("cuda" if torch.cuda.is_available() else "cpu")
+    requires: any
+    device: cuda
+    answer: cuda
+    explanation: It says where it runs.
+    source: tests
+"""
+
+
+async def test_a_key_about_cuda_is_not_judged_by_a_cpu_run_in_the_studio(web: Web) -> None:
+    """On a CPU server, "Run it" reported a right CUDA key as "printed output differs from the
+    answer on cpu" and Save warned it was held back, while the live server grades it (an
+    instructor's walk): a run here says nothing of it, and the studio says so."""
+    async with web.client() as c:
+        instructors.add(c.app.state.web.store, "ada")  # type: ignore[attr-defined]
+        api = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
+        body = {"name": "where-it-runs.yaml", "text": CUDA_KEY, "question_id": "where-it-runs"}
+        run = (await c.post("/studio/api/run", content=json.dumps(body), headers=api)).json()
+        assert run["run"]["stdout"] == "cpu\n" and run["key"] == "skip", run
+        assert run["reason"].startswith("not checked on this server: its key is what the code does on CUDA"), run
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "where-it-runs.yaml", "text": CUDA_KEY}), headers=api)
+        assert saved.status_code == 200 and saved.json()["warnings"] == [], saved.text
