@@ -47,6 +47,10 @@ log = logging.getLogger("ampquiz.proofs")
 GRADEABLE = {"conceptual", "proved", "elsewhere"}
 PROVE_LIMITS = Limits(wall_s=60, cpu_s=60)
 """As `ampquiz verify` runs keys: generous, so a slow host never mistakes slowness for a wrong key."""
+FIRST_TRY_LIMITS = Limits(wall_s=15, cpu_s=15)
+"""A key's first proof: a run that ends early is tried again at `PROVE_LIMITS`, after the keys
+not tried yet, so one snippet that never ends keeps the rest waiting 15 s, not minutes (it held a
+question added after it pending for 138 s, an instructor's walk)."""
 _RETRIES = 3
 
 
@@ -230,6 +234,10 @@ class ProofBook:
             self.version += 1
             log.warning("held back %s (%s): %s", loaded.id, loaded.path, reason)
 
+    def tries_ended_early(self, loaded: LoadedQuestion) -> int:
+        """How many proofs of this version of the key ended for a reason of the moment."""
+        return self._failures.get(self._hash(loaded), 0)
+
     def transient_failure(self, loaded: LoadedQuestion, why: str) -> None:
         """A run that ended for a reason that may not happen next time (a timeout on a busy
         host): tried again, and held back only when it keeps happening."""
@@ -316,8 +324,11 @@ class Prover:
                     # thread, so a large bank never holds the event loop.
                     todo = await asyncio.to_thread(self.book.to_prove, bank, records)
                     seen = now if not todo else None
+                # Keys never tried first: one whose run ended early is tried again after them.
+                todo.sort(key=self.book.tries_ended_early)
                 for loaded in todo:
-                    await self.prove(loaded)
+                    if await self.prove(loaded) == "ended early":
+                        break  # the keys not tried yet (a file added since too) go first
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not stop every later proof: log it, go on
@@ -326,27 +337,31 @@ class Prover:
                 await asyncio.sleep(2)
             await asyncio.sleep(self.idle_s if not todo else 0)
 
-    async def prove(self, loaded: LoadedQuestion) -> None:
+    async def prove(self, loaded: LoadedQuestion) -> str:
+        """Proves (or holds back) one key: "done", "ended early" (its run ended for a reason of
+        the moment: tried again later) or "not run" (nothing could run it now)."""
         assert loaded.question.code is not None
         await self.queue.spare_worker()
         device = "cuda" if loaded.question.requires == "cuda" else None
+        limits = FIRST_TRY_LIMITS if not self.book.tries_ended_early(loaded) else PROVE_LIMITS
         try:
-            run = await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
+            run = await self.queue.run(loaded.question.code, device=device, limits=limits, lane="background")
             # Twice (unless the first says nothing): code that prints something else each time
             # proves nothing (see `check`).
-            again = (await self.queue.run(loaded.question.code, device=device, limits=PROVE_LIMITS, lane="background")
+            again = (await self.queue.run(loaded.question.code, device=device, limits=limits, lane="background")
                      if worth_running_again(run) else run)  # fmt: skip
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
             await asyncio.sleep(2)
-            return
+            return "not run"
         if "unavailable" in (run.status, again.status):  # nothing online can run it now (no remote worker yet)
             await asyncio.sleep(2)
-            return
+            return "not run"
         if run.status in TRANSIENT or again.status in TRANSIENT:
             self.book.transient_failure(loaded, run.message or again.message or run.status)
-            return
+            return "ended early"
         checked = check(loaded, run, self.book.device, again)
         self.book.remember(loaded, checked)
         if checked.result == "fail":
             log.warning("held back %s (%s): its run contradicts the key: %s", loaded.id, loaded.path, checked.reason)
+        return "done"

@@ -322,3 +322,48 @@ def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_a
             assert [h["id"] for h in held] == ["lucky-record"] and "made after it was proved contradicts it" in held[0]["reason"]
     finally:
         server.stop()
+
+
+def _question(qid: str, code: str, answer: str) -> str:
+    body = "\n".join("      " + line for line in code.splitlines())
+    return f"""\
+title: {qid}
+description: A question for the prover's order.
+questions:
+  - id: {qid}
+    kind: predict_output
+    topic: float16-numerics
+    difficulty: 1
+    prompt: What does this print?
+    code: |
+{body}
+    requires: cpu
+    answer: "{answer}"
+    explanation: Tests.
+    source: tests
+"""
+
+
+def test_a_snippet_that_never_ends_keeps_the_keys_after_it_waiting_one_short_try(tmp_path: Path) -> None:
+    """The prover ran keys in the bank's order, each timed-out run tried again at once for 60 s
+    three times: a question added after one that sleeps stayed pending for 138 s (an instructor's
+    walk). A first try is short, and a key whose run ended early waits behind those not tried."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "aa-sleeps.yaml").write_text(_question("aa-sleeps", "import time\ntime.sleep(1000)\nprint(1)", "1"))
+    server = Server(tmp_path, bank=bank)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            time.sleep(1)  # the sleeping key's first try under way
+            (bank / "zz-quick.yaml").write_text(_question("zz-quick", "print(3 + 3)", "6"))
+            deadline = time.monotonic() + 60
+            state = ""
+            while time.monotonic() < deadline and state != "proved":
+                found = c.get("/api/questions/zz-quick")
+                state = found.json()["proof"]["state"] if found.status_code == 200 else ""
+                time.sleep(0.5)
+            assert state == "proved"
+            assert c.get("/api/questions/aa-sleeps").json()["proof"]["state"] == "pending"  # still being tried
+    finally:
+        server.stop()
