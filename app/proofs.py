@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from app.bank.lint import words_against_key
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import torch_in_range
+from app.bank.schema import MultipleChoiceQuestion, torch_in_range
 from app.runs.queue import RunQueue
 from app.verify.check import KeyCheck, check, skip_reason, worth_running_again
 from app.verify.record import (
@@ -154,9 +155,15 @@ class ProofBook:
         return found
 
     def _proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
-        if not loaded.question.code:
+        q = loaded.question
+        if not q.code:
             return Proof("conceptual", [_badge("", "conceptual", "conceptual — no code to run")])
         by_device = {v.device_kind: v for v in verifications(records, loaded)}
+        if isinstance(q, MultipleChoiceQuestion) and (said := words_against_key(q)):
+            # A run checks a right choice's outcome; a learner picks its words. Where they plainly
+            # disagree (texts swapped between choices), no run can prove what learners are graded on.
+            badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
+            return Proof("held_back", badges, reason=f"the right choice's words disagree with its outcome: {said[0]}")
         if not self.runnable_here(loaded):
             return self._proof_elsewhere(loaded, records, by_device)
         others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]

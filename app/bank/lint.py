@@ -67,15 +67,27 @@ _NO_ERROR = re.compile(r"\b(?:no (?:exception|error)s?\b|(?:runs?|works?|finish(
                        r"it works\b|nothing (?:is )?raised|does not raise|doesn't raise|succeeds\b)", re.IGNORECASE)
 """Words that say the code ends without an exception."""
 _RAISED = re.compile(r"(?<![\w.])(?:\w+\.)*(\w*(?:Error|Exception|Warning))(?!\w)")
+_NO_WARNING = re.compile(r"\bsilently\b|\bno warnings?\b|without (?:a |any )?warnings?\b|does(?: not|n't) warn", re.IGNORECASE)
+"""Words that say the code runs without a warning."""
 
 
-def _words_against_outcomes(q: MultipleChoiceQuestion) -> list[str]:
+def words_against_key(q: MultipleChoiceQuestion) -> list[str]:
+    """`_words_against_outcomes` of the right choices alone: the live server holds such a key back
+    (`app.proofs`), since a learner is graded right for picking words the run contradicts."""
+    return _words_against_outcomes(q, right_only=True)
+
+
+def _words_against_outcomes(q: MultipleChoiceQuestion, right_only: bool = False) -> list[str]:
     """A choice whose words say another thing than its outcome: a run checks the outcome, and the
     learner reads the words. Its text names dtypes and its outcome prints others, or it names
-    exceptions or warnings and its outcome raises or warns another: swapped texts (the right
-    choice reading "It prints torch.float32" over an outcome of bfloat16) passed every check."""
+    exceptions or warnings and its outcome raises or warns another, or it says the code runs
+    silently and its outcome warns: swapped texts (the right choice reading "It prints
+    torch.float32" over an outcome of bfloat16, or "prints torch.float32 silently" over one that
+    warns) passed every check."""
     said = []
     for number, choice in enumerate(q.choices, 1):
+        if right_only and not choice.correct:
+            continue
         for outcome in (choice.outcome, *choice.device_outcome.values()):
             if outcome is None:
                 continue
@@ -98,6 +110,9 @@ def _words_against_outcomes(q: MultipleChoiceQuestion) -> list[str]:
             elif named and not outcome.raises and not outcome.warns and not _PRINTS.search(choice.text):
                 said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome raises "
                             "nothing: does the text say what the run does?")  # fmt: skip
+            if outcome.warns and _NO_WARNING.search(choice.text):
+                said.append(f"choice {number}'s text says the code runs without a warning, but its outcome warns "
+                            f"{outcome.warns}: does the text say what the run does?")  # fmt: skip
     return list(dict.fromkeys(said))
 
 

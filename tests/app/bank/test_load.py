@@ -202,6 +202,10 @@ questions:
         correct: false
         why: w
         outcome: {raises: RuntimeError}
+      - text: It prints it silently.
+        correct: false
+        why: w
+        outcome: {stdout: torch.bfloat16, warns: UserWarning}
     explanation: e
     source: s
 """
@@ -222,6 +226,7 @@ def test_a_choice_whose_words_say_another_thing_than_its_outcome_is_warned_about
         "warning: [swapped-texts] choice 3's text names TypeError, but its outcome is RuntimeError: does the text say what the run does?",
         "warning: [swapped-texts] choice 4's text names RuntimeError, but its outcome raises nothing: does the text say what the run does?",
         "warning: [swapped-texts] choice 6's text says the code ends without an error, but its outcome raises RuntimeError: does the text say what the run does?",
+        "warning: [swapped-texts] choice 7's text says the code runs without a warning, but its outcome warns UserWarning: does the text say what the run does?",
     ]
 
 

@@ -76,3 +76,19 @@ def test_a_later_run_that_contradicts_a_proved_key_holds_it_back_whatever_proved
     # An edit of the key is a new version: judged on its own runs.
     edited = question(requires="cpu", answer="False")
     assert book.proof(edited, [record(CPU, edited, "pass")]).state == "proved"
+
+
+def test_a_right_choice_whose_words_disagree_with_its_outcome_is_held_back(tmp_path: Path) -> None:
+    """Texts swapped between the right choice and a wrong one: the run proves the right choice's
+    outcome, and learners were graded right for picking words the run contradicts (lint only
+    warned, in the editor). Held back, whatever proves the outcome; wrong choices' words are lint's."""
+    from app.bank import load_bank
+    from tests.app.bank.test_load import SWAPPED
+
+    (tmp_path / "swapped.yaml").write_text(SWAPPED)
+    loaded = load_bank(tmp_path).question("swapped-texts")
+    held = ProofBook(CPU).proof(loaded, [record(CPU, loaded, "pass")])
+    assert held.state == "held_back" and "choice 1's text names float32, but its outcome prints bfloat16" in held.reason
+    (tmp_path / "swapped.yaml").write_text(SWAPPED.replace("It prints `torch.float32`, because", "It prints `torch.bfloat16`, because"))
+    fixed = load_bank(tmp_path).question("swapped-texts")
+    assert ProofBook(CPU).proof(fixed, [record(CPU, fixed, "pass")]).state == "proved"
