@@ -129,7 +129,9 @@ def load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, lis
         model = QuestionSet.model_validate(parsed.data)
     except ValidationError as exc:
         for err in exc.errors():
-            line, col = parsed.locate(err["loc"], key=err["type"] == "extra_forbidden", skip=KINDS)
+            # A kind that is none of the kinds: at its own line, not at the question's first.
+            where = (*err["loc"], "kind") if err["type"] == "union_tag_invalid" else err["loc"]
+            line, col = parsed.locate(where, key=err["type"] == "extra_forbidden", skip=KINDS)
             problems.append(Problem(shown, line, col, _describe(err, parsed.data)))
         return None, sorted(set(problems))
     questions = []

@@ -8,6 +8,7 @@ an alias (walking one over and over took seconds for a few hundred bytes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -160,6 +161,43 @@ class _Walk:
         return None
 
 
+_KEY_WITHOUT_SPACE = re.compile(r"^(\s*(?:-\s+)?[A-Za-z_][\w-]*):(\S.*)$")
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, text: str, path: str) -> Problem:
+    """The parser's error, at the line the author must change, with what to do there. libyaml
+    names where it gave up, often the line after the mistake: `answer:torch.bfloat16` (no space)
+    was reported at the next line as "could not find expected ':'", and a dedented code line at
+    the key below it."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark = exc.problem_mark or exc.context_mark
+    lines = text.splitlines()
+    hint = ""
+    if "could not find expected ':'" in problem and exc.context_mark is not None:
+        mark = exc.context_mark  # the line whose key the parser could not finish
+        said = lines[mark.line] if mark.line < len(lines) else ""
+        if found := _KEY_WITHOUT_SPACE.match(said):
+            hint = f"put a space after the colon: `{found.group(1).strip()}: {found.group(2)}`"
+        else:
+            hint = ("this line is not `key: value`; if it belongs to the code above, indent it as far as the code's "
+                    "first line (a line indented less ends the `|` block)")  # fmt: skip
+    elif "tab character" in problem or "'\\t'" in problem:
+        hint = "indent with spaces: YAML does not allow tabs in indentation"
+    elif "mapping values are not allowed" in problem:
+        hint = ("a value with ': ' in it must be in quotes (`prompt: \"…\"`), or this line is indented differently "
+                "from the keys around it")  # fmt: skip
+    elif "quoted scalar" in context and exc.context_mark is not None:
+        mark = exc.context_mark
+        hint = "the quote that opens here is never closed"
+    elif "cannot start any token" in problem:
+        hint = "a value that starts with ` or @ must be in quotes"
+    elif context and exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+        context += f" (opened at line {exc.context_mark.line + 1})"  # where the author must look
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    what = " ".join(filter(None, [context, problem]))
+    return Problem(path, line, col, f"YAML syntax error: {what}" + (f": {hint}" if hint else ""))
+
+
 def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
     """The file's node tree and data, or the problems that stop it being a question file's tree."""
     try:
@@ -184,13 +222,7 @@ def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
             data = loader.construct_document(node)
         return ParsedYaml(node, data), []
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        context = exc.context
-        if context and exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
-            context += f" (opened at line {exc.context_mark.line + 1})"  # where the author must look
-        what = " ".join(filter(None, [context, exc.problem]))
-        return None, [Problem(path, line, col, f"YAML syntax error: {what}")]
+        return None, [_syntax_problem(exc, text, path)]
     except yaml.YAMLError as exc:
         return None, [Problem(path, 1, 1, f"YAML error: {exc}")]
     finally:

@@ -66,8 +66,16 @@ def test_good_file_loads(tmp_path: Path) -> None:
         (GOOD.replace("    tags: [cpu]\n", "    tags: [cpu]\n    anwser: x\n"), ":16:5:", "[sample-linear] unknown field 'anwser'"),
         (GOOD.replace("source: seeds/000_71b29d88a740d8a3.txt", 'source: ""'), ":25:13:", "source: say where the question comes from"),
         (GOOD.replace("why: Right.", "why: yes"), ":22:46:", "put the text in quotes"),
+        # Where the author must change it, and how (libyaml gave up on the line after, or below).
+        (GOOD.replace("answer: torch.bfloat16", "answer:torch.bfloat16"), ":12:5:", "put a space after the colon: `answer: torch.bfloat16`"),
+        (GOOD.replace('      print("torch.bfloat16")', '    print("torch.bfloat16")'), ":10:5:", "indent it as far as the code's first line"),
+        (GOOD.replace("    topic: gradscaler", "\ttopic: gradscaler"), ":18:1:", "indent with spaces"),
+        (GOOD.replace("prompt: Which is right?", "prompt: Which: is right?"), ":20:18:", "must be in quotes"),
+        (GOOD.replace("prompt: Which is right?", 'prompt: "Which is right?'), ":20:13:", "the quote that opens here is never closed"),
+        (GOOD.replace("kind: multiple_choice", "kind: multiple-choice"), ":17:11:", "kind must be one of"),
     ],
-    ids=["syntax", "duplicate-id", "missing-field", "bad-requires", "no-correct-choice", "unknown-field", "empty-source", "yaml-boolean"],
+    ids=["syntax", "duplicate-id", "missing-field", "bad-requires", "no-correct-choice", "unknown-field", "empty-source", "yaml-boolean",
+         "no-space-after-colon", "dedented-code", "tab", "colon-in-value", "open-quote", "bad-kind"],
 )
 def test_broken_file_gives_file_line_col_and_exit_1(tmp_path: Path, broken: str, where: str, words: str) -> None:
     path = write(tmp_path, "broken.yaml", broken)
