@@ -9,6 +9,9 @@ import jsonschema
 import pytest
 import yaml
 
+from app.bank.load import LoadedQuestion
+from app.verify.check import KeyCheck, check
+from sandbox import Sandbox
 from tests.support.cli import BANK, SEEDS, ampquiz, pick_question
 
 
@@ -65,3 +68,26 @@ def test_committed_cpu_record_covers_the_bank() -> None:
     out = ampquiz("verify", "questions/", "--only", pick_question("predict_output"))
     assert "stale record" not in out.stdout, out.stdout
 
+
+
+def test_every_key_agrees_with_the_run_learners_are_shown(sandbox_pool: Sandbox) -> None:
+    """The live server checks the run a result page shows (explained, as learners see it)
+    against the key too, and holds back a key it contradicts (`ProofBook.witness`): every key
+    proved here must agree with that run as well, or the bank would hold its own keys back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.bank import load_bank
+    from app.proofs import PROVE_LIMITS, ProofBook
+    from app.question_runs import device_of
+
+    book = ProofBook(sandbox_pool.environment)
+    questions = [q for q in load_bank(BANK).questions if q.question.code and book.runnable_here(q)]
+    assert len(questions) >= 50
+
+    def shown(loaded: LoadedQuestion) -> tuple[str, KeyCheck]:
+        run = sandbox_pool.run(loaded.question.code, PROVE_LIMITS, explain=True, device=device_of(loaded))
+        return loaded.id, check(loaded, run, book.device)
+
+    with ThreadPoolExecutor(2) as threads:
+        contradicted = {qid: c.reason for qid, c in threads.map(shown, questions) if c.result != "pass"}
+    assert contradicted == {}

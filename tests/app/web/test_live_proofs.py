@@ -270,25 +270,6 @@ def test_a_committed_cuda_record_proves_cuda_answers_on_a_cpu_server(tmp_path: P
         server.stop()
 
 
-LUCKY = """\
-title: Lucky
-description: A key a committed record proved by luck.
-questions:
-  - id: lucky-record
-    kind: predict_output
-    topic: float16-numerics
-    difficulty: 1
-    prompt: What does this print?
-    code: |
-      import torch
-      print(torch.finfo(torch.float16).max)
-    requires: cpu
-    answer: "65536.0"
-    explanation: The largest float16.
-    source: tests
-"""
-
-
 def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_anyone_is_graded(tmp_path: Path) -> None:
     """Code printing an unseeded random draw passed the prover's runs and the committed record by
     luck, and the run each result page showed printed something else beside a verdict graded on
@@ -301,7 +282,7 @@ def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_a
 
     bank = tmp_path / "bank"
     bank.mkdir()
-    (bank / "lucky.yaml").write_text(LUCKY)
+    (bank / "lucky.yaml").write_text(wrong_key_set("lucky-record"))  # its key, "proved" by a record
     loaded = load_bank(bank).question("lucky-record")
     environment = json.loads((BANK / "verified" / "cpu-torch2.13.0.json").read_text())["environment"]
     (bank / "verified").mkdir()
