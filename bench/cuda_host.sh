@@ -5,6 +5,8 @@
 #   smoke.txt    one pool, one CUDA run, the environment and protections it reports
 #   gpu-tests.txt  pytest -m gpu (tests/sandbox/test_gpu.py and the CUDA autocast lists)
 #   verify.txt   `ampquiz verify --record` on CUDA; the record lands in questions/verified/
+#   witness.txt  every key against the explained run learners are shown (the live server holds
+#                back a key that run contradicts: on CUDA too, explaining must not change output)
 #   bench.txt    bench/sandbox_latency.py --device cuda
 #   sandbox-tests.txt  the sandbox suite (not -m gpu) on a CUDA host, if time is left
 # Usage: bash bench/cuda_host.sh [LOG_DIR] [SECONDS]   (SECONDS: the whole budget, default 480)
@@ -67,6 +69,7 @@ step steps 150 "$py" bench/cuda_runner_steps.py
 step smoke 60 "$py" -c "$SMOKE"
 step gpu-tests 130 "$py" -m pytest -m gpu -rA -p no:cacheprovider tests/sandbox/test_gpu.py tests/sandbox/explain/test_cuda_autocast_lists.py
 step verify 130 "$py" -m app.cli verify --jobs 12 --record
+step witness 120 "$py" -m pytest -q -p no:cacheprovider "tests/questions/test_bank.py::test_every_key_agrees_with_the_run_learners_are_shown"
 step bench 150 "$py" bench/sandbox_latency.py --device cuda --workers 4 --rounds 2 --seconds 3 --warm 20 --cold 3
 # What a CUDA host changes for the rest of the sandbox: its cgroup caps, the zygote's threads.
 step sandbox-tests 300 "$py" -m pytest -m "not gpu" -q -p no:cacheprovider ${SANDBOX_TESTS:-tests/sandbox/test_leftovers_and_cpu.py \
