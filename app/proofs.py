@@ -128,6 +128,16 @@ class ProofBook:
             cached = loaded.__dict__["_key_hash"] = question_hash(loaded.question)
         return cached
 
+    @staticmethod
+    def _words_against_key(loaded: LoadedQuestion) -> list[str]:
+        """`lint.words_against_key`, once per loaded question (proofs are recomputed whenever one
+        is made here: across a 5,000-question bank, each time)."""
+        cached = loaded.__dict__.get("_words_against_key")
+        if cached is None:
+            assert isinstance(loaded.question, MultipleChoiceQuestion)
+            cached = loaded.__dict__["_words_against_key"] = words_against_key(loaded.question)
+        return cached
+
     def _record_here(self, records: list[Record]) -> Record | None:
         """The committed record of exactly this environment, if there is one."""
         for record in records:
@@ -159,7 +169,7 @@ class ProofBook:
         if not q.code:
             return Proof("conceptual", [_badge("", "conceptual", "conceptual — no code to run")])
         by_device = {v.device_kind: v for v in verifications(records, loaded)}
-        if isinstance(q, MultipleChoiceQuestion) and (said := words_against_key(q)):
+        if isinstance(q, MultipleChoiceQuestion) and (said := self._words_against_key(loaded)):
             # A run checks a right choice's outcome; a learner picks its words. Where they plainly
             # disagree (texts swapped between choices), no run can prove what learners are graded on.
             badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
