@@ -35,15 +35,16 @@ def unrepeatable(code: str) -> list[str]:
     except SyntaxError:
         return []  # a run says what is wrong with it
     said: dict[str, None] = {}
-    names = _imported_names(tree)
-    seeded = {module for module in ("random", "numpy", "torch") if _seeds(tree, module, names)}
-    sets = _set_names(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            said.update(dict.fromkeys(_call(node, seeded, names, sets)))
-        elif isinstance(node, ast.For) and _is_set(node.iter, sets):
-            said["walks a set: the order of a set of strings changes with each Python process"] = None
-    if "torch" not in seeded and _draws_from_torch(tree, names) and _reads_a_value(tree):
+    nodes = list(ast.walk(tree))  # walked once: lint reads every question of the bank
+    names = _imported_names(nodes)
+    calls = [(node, _full_name(node.func, names)) for node in nodes if isinstance(node, ast.Call)]
+    seeded = {module for module in ("random", "numpy", "torch") if _seeds(calls, module)}
+    sets = _set_names(nodes)
+    for node, full in calls:
+        said.update(dict.fromkeys(_call(node, full, seeded, sets)))
+    if any(isinstance(node, ast.For) and _is_set(node.iter, sets) for node in nodes):
+        said["walks a set: the order of a set of strings changes with each Python process"] = None
+    if "torch" not in seeded and _draws_from_torch(calls) and _reads_a_value(nodes):
         said["reads a value drawn from torch's generator without torch.manual_seed(): a learner's run draws another"] = None
     return list(said)
 
@@ -56,28 +57,27 @@ def _is_metadata(node: ast.expr) -> bool:
     of the bank's draws reads, the same whatever was drawn."""
     if not isinstance(node, ast.Attribute):
         return False
-    return node.attr in _METADATA or ast.unparse(node).startswith("torch.")
+    return node.attr in _METADATA or _dotted(node).startswith("torch.")
 
 
-def _set_names(tree: ast.AST) -> set[str]:
+def _set_names(nodes: list[ast.AST]) -> set[str]:
     """Names the code binds to a set (`names = {"a", "b"}`): printing one later prints the set."""
-    return {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _is_set(node.value)
+    return {target.id for node in nodes if isinstance(node, ast.Assign) and _is_set(node.value)
             for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
 
 
-def _draws_from_torch(tree: ast.AST, names: dict[str, str]) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            owner, _, name = _full_name(node.func, names).rpartition(".")
-            if (owner in ("torch", "torch.random") and name in _TORCH_DRAWS) or name in _TORCH_DRAWS_IN_PLACE:
-                return True
+def _draws_from_torch(calls: list[tuple[ast.Call, str]]) -> bool:
+    for _node, full in calls:
+        owner, _, name = full.rpartition(".")
+        if (owner in ("torch", "torch.random") and name in _TORCH_DRAWS) or name in _TORCH_DRAWS_IN_PLACE:
+            return True
     return False
 
 
-def _reads_a_value(tree: ast.AST) -> bool:
+def _reads_a_value(nodes: list[ast.AST]) -> bool:
     """Whether the code takes a value out of a tensor to print or decide on: `.item()`,
     `.tolist()`, `int(...)`/`float(...)`/`bool(...)`, or a comparison."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Compare) and not any(_is_metadata(side) for side in (node.left, *node.comparators)):
             return True
         if isinstance(node, ast.Call):
@@ -88,12 +88,12 @@ def _reads_a_value(tree: ast.AST) -> bool:
     return False
 
 
-def _imported_names(tree: ast.AST) -> dict[str, str]:
+def _imported_names(nodes: list[ast.AST]) -> dict[str, str]:
     """What each imported name stands for, dotted: `rnd` for `random` after `import random as
     rnd`, `choice` for `random.choice` after `from random import choice` (an alias hid an
     unseeded coin from lint)."""
     names = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -103,15 +103,25 @@ def _imported_names(tree: ast.AST) -> dict[str, str]:
     return names
 
 
+def _dotted(node: ast.expr) -> str:
+    """`a.b.c` for a name and its attributes; what is not a name (a call, a subscript) is `?`:
+    `torch.ones(1).data_ptr` is `?.data_ptr` (what matters of it is the last name)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "?")
+    return ".".join(reversed(parts))
+
+
 def _full_name(func: ast.expr, names: dict[str, str]) -> str:
     """`rnd.random` as `random.random`, `np.random.rand` as `numpy.random.rand` (with their imports)."""
-    dotted = ast.unparse(func) if isinstance(func, (ast.Attribute, ast.Name)) else ""
+    dotted = _dotted(func) if isinstance(func, (ast.Attribute, ast.Name)) else ""
     first, _, rest = dotted.partition(".")
     return (names.get(first, first) + ("." + rest if rest else "")) if dotted else ""
 
 
-def _call(node: ast.Call, seeded: set[str], names: dict[str, str], sets: set[str]) -> list[str]:
-    full = _full_name(node.func, names)
+def _call(node: ast.Call, full: str, seeded: set[str], sets: set[str]) -> list[str]:
     owner, _, name = full.rpartition(".")
     out = []
     if full in _OS_RANDOMNESS or owner == "secrets":
@@ -145,13 +155,11 @@ def _is_set(node: ast.expr, sets: set[str] = frozenset()) -> bool:  # type: igno
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
 
 
-def _seeds(tree: ast.AST, module: str, names: dict[str, str]) -> bool:
+def _seeds(calls: list[tuple[ast.Call, str]], module: str) -> bool:
     """Whether the code seeds `module`'s generator with a value: `seed()` and `seed(None)` seed
     it from the OS, as an unseeded one is."""
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        owner, _, name = _full_name(node.func, names).rpartition(".")
+    for node, full in calls:
+        owner, _, name = full.rpartition(".")
         given = [*node.args, *(k.value for k in node.keywords)]
         with_value = bool(given) and not (isinstance(given[0], ast.Constant) and given[0].value is None)
         if module == "torch" and with_value and name == "manual_seed" and owner.startswith("torch"):
