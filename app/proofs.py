@@ -179,7 +179,9 @@ class ProofBook:
         others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
         device = "CUDA" if self.device == "cuda" else "CPU"
         contradiction = self._contradicted.get(self._hash(loaded))
-        if contradiction is not None:  # whatever proved it before: a run here said otherwise since
+        if contradiction is None and (mine := self._runs.get(self._hash(loaded))) is not None and mine.result == "fail":
+            contradiction = mine  # this server's own proof failed: a record that says pass does not outrank it
+        if contradiction is not None:  # whatever proved it before: a run here said otherwise
             label = f"under review: a run of its code on {device} contradicted the key ({contradiction.date})"
             return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=contradiction.reason,
                          diff=contradiction.diff)  # fmt: skip

@@ -247,7 +247,7 @@ async def submit_attempt(
     `AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS` for this client's address: 429 with Retry-After,
     and nothing is stored."""
     loaded = state.question(question_id)
-    state.ensure_gradeable(loaded)
+    await state.ensure_gradeable_by_its_run(loaded)
     try:
         graded = state.grade(learner, loaded, answer.choices, answer.output)
     except AnswerError as exc:

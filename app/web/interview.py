@@ -177,7 +177,7 @@ async def predict(
         return await _candidate_page(request, state, token, TimeIsUp.status, error=TimeIsUp.message)
     loaded = _question(state, interview, current.id)
     if loaded.id not in interview.snippets:  # a snippet's key was proved when the interview was made
-        state.ensure_gradeable(loaded)
+        await state.ensure_gradeable_by_its_run(loaded)
     if current.opened_at is None:  # answered without the page (a script): the time starts now
         await record(request, state, interview, "opened", {"question": current.id})
     # Refused, the form comes back as it was sent (it came back empty, the clock running).

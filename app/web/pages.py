@@ -214,7 +214,7 @@ async def answer_form(request: Request) -> Response:
     shown_at = as_float("form", "shown_at", one("shown_at"))
     review = digits("form", "review", one("review"))
     loaded = state.question(request.path_params["question_id"])
-    state.ensure_gradeable(loaded)
+    await state.ensure_gradeable_by_its_run(loaded)
 
     def refused(status: int, error: str, headers: dict[str, str] | None = None, retry_after: int | None = None) -> Awaitable[Response]:
         """The question again, with why the answer was not taken and the answer as it was sent."""

@@ -93,6 +93,18 @@ class WebState:
         if not proof.gradeable:
             raise NotGraded(proof.state)
 
+    async def ensure_gradeable_by_its_run(self, loaded: LoadedQuestion) -> None:
+        """`ensure_gradeable`, once the run learners are shown of the question's code has been
+        checked against the key (`ProofBook.witness`): a committed record (even a hand-written
+        one) or a lucky proof made the first answer after every start count on a key that run
+        contradicts. The run is shared and kept (across processes and restarts), so this waits
+        only where the result page would wait for it anyway; where none can be made now (a full
+        queue), the key is graded on what proved it so far."""
+        q = loaded.question
+        if q.code and self.proofs.runnable_here(loaded) and self.proof(loaded).gradeable:
+            await self.question_run(loaded)
+        self.ensure_gradeable(loaded)
+
     @staticmethod
     def owners(request: Request) -> tuple[str, ...]:
         """Whose share of the run queue a learner's own run uses: their cookie and their address."""

@@ -92,3 +92,15 @@ def test_a_right_choice_whose_words_disagree_with_its_outcome_is_held_back(tmp_p
     (tmp_path / "swapped.yaml").write_text(SWAPPED.replace("It prints `torch.float32`, because", "It prints `torch.bfloat16`, because"))
     fixed = load_bank(tmp_path).question("swapped-texts")
     assert ProofBook(CPU).proof(fixed, [record(CPU, fixed, "pass")]).state == "proved"
+
+
+def test_this_servers_own_failed_proof_outranks_a_record_that_says_pass() -> None:
+    """The server held a key back on its own run; a record file saying pass (hand-written: its
+    hash is anyone's to compute) then made it "proved" (a review's forged record)."""
+    from app.verify.check import KeyCheck
+
+    loaded = question(requires="cpu")
+    book = ProofBook(CPU)
+    book.remember(loaded, KeyCheck(loaded.id, "s", "fail", reason="printed output differs"))
+    assert book.proof(loaded, []).state == "held_back"
+    assert book.proof(loaded, [record(CPU, loaded, "pass")]).state == "held_back"
