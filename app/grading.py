@@ -55,8 +55,9 @@ def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
     return list(dict.fromkeys(normalise_output(t) for t in texts))
 
 
-_WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|-?inf|nan)(?!\w)")
-"""Words compared on their own; inf with its sign (`inf` is not what `-inf` says)."""
+_WORDS = re.compile(r"(?<![\w.])(?i:true|false|none|-?inf|nan|not|no|never)(?!\w)")
+"""Words compared on their own; inf with its sign (`inf` is not what `-inf` says), and a negation
+(an accepted `skipped` for code printing `not skipped` was graded right)."""
 _DEVICES = re.compile(r"(?<![\w.])(?:cpu|cuda(?::\d+)?|meta|mps|xpu)(?!\w)")
 _NAMES = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -177,7 +178,9 @@ so a learner's `<class ‘torch.Tensor’>` means `<class 'torch.Tensor'>`."""
 
 def grade_output(question: PredictOutputQuestion, submitted: str) -> bool:
     said = normalise_output(submitted.translate(TYPOGRAPHIC))
-    accepted = accepted_outputs(question)
+    # The key too: code that prints a no-break space was proved, and a learner's (even the key
+    # pasted) became a plain one and was wrong.
+    accepted = [a.translate(TYPOGRAPHIC) for a in accepted_outputs(question)]
     if said in accepted:
         return True
     tolerance = question.tolerance

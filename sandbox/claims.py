@@ -46,11 +46,13 @@ class Claim:
     explanation: dict[str, Any] | None = None
 
 
-_UNSEEN_CODES = (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), 0x061C,
-                 *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF)  # fmt: skip
+_UNSEEN_CODES = (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), 0xAD, 0x061C, 0x180E,
+                 *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2065), *range(0x2066, 0x206A),
+                 0xFEFF)  # fmt: skip
 """Characters that hide or reorder what a page shows rather than show themselves: terminal
 escapes and other controls (tabs and line ends aside), bidirectional overrides (U+202E turned a
-printed line around on the page), zero-width ones."""
+printed line around on the page), zero-width and invisible ones (a word joiner, U+2060, printed
+alone was proved as a key no learner could see or type)."""
 _UNSEEN = re.compile("[" + "".join(re.escape(chr(code)) for code in _UNSEEN_CODES) + "]")
 _ESCAPES = {code: ascii(chr(code))[1:-1] for code in _UNSEEN_CODES}
 """Each as the escape Python's repr() gives it (`\x1b`, `\u202e`), for `str.translate` (in C):

@@ -116,8 +116,15 @@ def _words_against_outcomes(q: MultipleChoiceQuestion, right_only: bool = False)
     return list(dict.fromkeys(said))
 
 
+_PROSE_FLOATS = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d+|bf16|fp\d+)(?!\w)", re.IGNORECASE)
+"""Floating dtypes as prose writes them too: `FP16`, `BF16`, `Float32`, `BFloat16` (a right choice
+reading "FP16, like CUDA" over an outcome of bfloat16 passed the words check)."""
+_PROSE_SAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
+
+
 def _dtypes(text: str) -> set[str]:
-    return {SAME_DTYPE.get(name, name) for name in DTYPE_NAME.findall(text)}
+    named = {SAME_DTYPE.get(name, name) for name in DTYPE_NAME.findall(text)}
+    return named | {_PROSE_SAME.get(name.lower(), name.lower()) for name in _PROSE_FLOATS.findall(text)}
 
 
 LONGEST_RIGHT = 1.5

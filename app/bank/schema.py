@@ -109,6 +109,10 @@ class Expect(Strict):
             raise ValueError("expect.message needs expect.raises (the exception type)")
         if self.warning_message and not self.warns:
             raise ValueError("expect.warning_message needs expect.warns (the warning category)")
+        # An empty fragment is in every printed text: `stdout_contains: [""]` proved any key.
+        if any(not fragment.strip() for fragment in self.stdout_contains) or any(
+                said is not None and not said.strip() for said in (self.message, self.warning_message)):  # fmt: skip
+            raise ValueError("an empty fragment is found in any run and proves nothing: say what the run shows")
         return self
 
 
@@ -154,6 +158,15 @@ class QuestionBase(Strict):
         "(`>=2.12`), where a release changed what the code does. A host with another torch never runs "
         "it to prove the key: its record says why it was not run.",
     )
+
+    @model_validator(mode="after")
+    def _asks_about_a_device_it_runs_on(self) -> QuestionBase:
+        """`requires: cpu` with `device: cuda` (or the other way round) asks what the code does
+        where it never runs: no run could prove the key, and it was graded on the author's word."""
+        if self.device is not None and self.requires in ("cpu", "cuda") and self.device != self.requires:
+            raise ValueError(f"device: {self.device} asks what the code does on {self.device.upper() if self.device == 'cuda' else 'the CPU'}, "
+                             f"but requires: {self.requires} says it runs only there: make them agree (requires: any, if it runs on both)")  # fmt: skip
+        return self
 
     @property
     def asks_about(self) -> str:

@@ -26,6 +26,8 @@ _TORCH_DRAWS = {"rand", "randn", "randint", "randperm", "bernoulli", "multinomia
                 "rand_like", "randn_like", "randint_like"}  # fmt: skip
 _TORCH_DRAWS_IN_PLACE = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
 _VALUE_READS = {"item", "tolist"}
+_UNINITIALISED = {"torch.empty", "torch.empty_like", "torch.empty_strided"}
+"""Tensors whose values are whatever memory held: warned about where the code prints anything."""
 
 
 def unrepeatable(code: str) -> list[str]:
@@ -42,8 +44,10 @@ def unrepeatable(code: str) -> list[str]:
     sets = _set_names(nodes)
     for node, full in calls:
         said.update(dict.fromkeys(_call(node, full, seeded, sets)))
-    if any(isinstance(node, ast.For) and _is_set(node.iter, sets) for node in nodes):
+    if any(isinstance(node, (ast.For, ast.comprehension)) and _is_set(node.iter, sets) for node in nodes):
         said["walks a set: the order of a set of strings changes with each Python process"] = None
+    if _prints_uninitialised(nodes, calls):
+        said["prints a tensor made by torch.empty: its values are whatever memory held, another in every process"] = None
     if "torch" not in seeded and _draws_from_torch(calls) and _reads_a_value(nodes):
         said["reads a value drawn from torch's generator without torch.manual_seed(): a learner's run draws another"] = None
     return list(said)
@@ -58,6 +62,24 @@ def _is_metadata(node: ast.expr) -> bool:
     if not isinstance(node, ast.Attribute):
         return False
     return node.attr in _METADATA or _dotted(node).startswith("torch.")
+
+
+def _prints_uninitialised(nodes: list[ast.AST], calls: list[tuple[ast.Call, str]]) -> bool:
+    """Whether the code prints a tensor `torch.empty` made, as it was made: passed to print (or
+    str, list…) itself or through the name it was bound to, where nothing filled it (an in-place
+    method such as `.uniform_()`, or `out=`). Its dtype or shape is the same in every process."""
+    made = {id(node) for node, full in calls if full in _UNINITIALISED}
+    empties = {target.id for node in nodes if isinstance(node, ast.Assign) and id(node.value) in made
+               for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
+    filled = {kw.value.id for node, _ in calls for kw in node.keywords if kw.arg == "out" and isinstance(kw.value, ast.Name)}
+    filled |= {node.func.value.id for node, _ in calls if isinstance(node.func, ast.Attribute)
+               and node.func.attr.endswith("_") and isinstance(node.func.value, ast.Name)}  # fmt: skip
+    for node, full in calls:
+        if full.rpartition(".")[2] in _SHOWN:
+            for arg in node.args:
+                if id(arg) in made or (isinstance(arg, ast.Name) and arg.id in empties - filled):
+                    return True
+    return False
 
 
 def _set_names(nodes: list[ast.AST]) -> set[str]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from app.bank.lint import words_against_key
 from app.bank.load import Bank, LoadedQuestion
+from app.bank.schema import MultipleChoiceQuestion
 from app.export.common import ProofLine
 from app.verify.record import Record, contradicted, load_records, verifications
 
@@ -44,7 +46,8 @@ def committed_proof_lines() -> ProofLine:
 
 def without_contradicted_keys(bank: Bank) -> tuple[Bank, list[str]]:
     """The bank less every question whose committed record (of the device it asks about)
-    contradicts its key, as the live server holds such a key back: an LMS would grade learners
+    contradicts its key, or whose right choice's words disagree with its outcome, as the live
+    server holds such a key back: an LMS would grade learners
     on it, the contradiction said only in feedback shown after grading. Also a line for each
     question left out, with its file and what the record says."""
     by_folder: dict[Path, list[Record]] = {}
@@ -55,10 +58,13 @@ def without_contradicted_keys(bank: Bank) -> tuple[Bank, list[str]]:
             folder = Path(loaded.path).parent
             records = by_folder.setdefault(folder, load_records(folder))
             said = contradicted(records, loaded) if loaded.question.code else None
-            if said is None:
-                kept.append(loaded)
-            else:
+            words = words_against_key(loaded.question) if isinstance(loaded.question, MultipleChoiceQuestion) else []
+            if said is not None:
                 left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: {said.label}")
+            elif words:  # the live server holds these back too (`app.proofs`)
+                left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: the right choice's words disagree with its outcome: {words[0]}")
+            else:
+                kept.append(loaded)
         if kept:
             kept_sets.append(replace(loaded_set, questions=kept))
     return replace(bank, sets=kept_sets), left_out

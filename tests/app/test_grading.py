@@ -265,3 +265,22 @@ def test_a_key_about_another_device_is_not_proved_by_a_run_here() -> None:
     # the code prints float32, once passed a key of float32 for a question about CUDA.
     cuda_only = predict(requires="any", device="cuda", answer="torch.float32")
     assert "its key is what the code does on CUDA" in (skip_reason(cuda_only.question, "cpu") or "")
+
+
+def test_a_key_with_a_no_break_space_is_matched_by_one_typed_or_pasted() -> None:
+    """Code printing a no-break space was proved; a learner's (even the key pasted) became a plain
+    space and was graded wrong, "differs only in spacing"."""
+    from app.bank.schema import PredictOutputQuestion
+    from app.grading import grade_output
+
+    q = PredictOutputQuestion(id="q", topic="t", difficulty=1, prompt="p", explanation="e", source="s",
+                              kind="predict_output", code="print(1)", answer="scale:\u00a065536.0")  # fmt: skip
+    assert grade_output(q, "scale:\u00a065536.0") and grade_output(q, "scale: 65536.0")
+
+
+def test_an_accepted_spelling_may_not_drop_a_negation() -> None:
+    """`accept: [skipped]` for code printing `not skipped` was graded right (a review's plant)."""
+    from app.grading import spelled_otherwise
+
+    assert spelled_otherwise("skipped", "not skipped") is not None
+    assert spelled_otherwise("not skipped", "step not skipped") is None

@@ -380,3 +380,10 @@ def test_characters_written_out_stay_within_the_output_cap(sb: Sandbox) -> None:
     assert r.stdout.startswith("\\x01\\x01") and len(r.stdout) == limits.output_bytes, len(r.stdout)
     assert r.stderr.startswith("\\u202e") and len(r.stderr) == limits.output_bytes, len(r.stderr)
     assert_still_works(sb)
+
+
+def test_invisible_characters_are_written_out_too() -> None:
+    """A word joiner (U+2060) printed alone was proved as a key no learner could see or type."""
+    from sandbox.claims import shown
+
+    assert shown("a\u2060b\u00adc\u180ed") == "a\\u2060b\\xadc\\u180ed"

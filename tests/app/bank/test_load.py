@@ -280,3 +280,39 @@ def test_an_empty_answer_is_refused_at_its_line(tmp_path: Path) -> None:
     assert bank.questions == []
     (problem,) = bank.problems
     assert (problem.line, problem.col) == (10, 13) and "is empty" in problem.message and "use its output" in problem.message, problem
+
+
+@pytest.mark.parametrize("text", ["FP16, like CUDA", "Float32: Linear is not on the list", "FP32, as it was written"])
+def test_dtypes_as_prose_writes_them_are_read_too(text: str) -> None:
+    """A right choice reading "FP16, like CUDA" over an outcome of bfloat16 passed the words check
+    (it read only lowercase dtype names)."""
+    from app.bank.lint import words_against_key
+    from app.bank.schema import MultipleChoiceQuestion
+
+    q = MultipleChoiceQuestion.model_validate({
+        "id": "q", "kind": "multiple_choice", "topic": "t", "difficulty": 1, "prompt": "p", "code": "print(1)",
+        "explanation": "e", "source": "s",
+        "choices": [{"text": text, "correct": True, "why": "w", "outcome": {"stdout": "torch.bfloat16"}},
+                    {"text": "something else", "correct": False, "why": "w"}],
+    })  # fmt: skip
+    said = words_against_key(q)
+    assert said and "but its outcome prints bfloat16" in said[0], said
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ("stdout_contains: [x]", "an empty fragment is found in any run"),
+    ("requires: cpu\n    device: cuda", "make them agree"),
+])  # fmt: skip
+def test_a_key_no_run_could_prove_is_refused(tmp_path: Path, change: str, said: str) -> None:
+    """`stdout_contains: [""]` is in every printed text, and `requires: cpu` with `device: cuda`
+    asks what the code does where it never runs: both were "proved" or graded (a review's plants)."""
+    text = one_question("weak", "m")
+    if change.startswith("stdout_contains"):
+        text = text.replace("    kind: predict_output", "    kind: multiple_choice").replace('    answer: "1"\n', (
+            "    choices:\n      - {text: one, correct: true, why: w, outcome: {stdout_contains: ['']}}\n"
+            "      - {text: two, correct: false, why: w}\n"))
+    else:
+        text = text.replace("    code: print(1)\n", "    code: print(1)\n    " + change + "\n")
+    write(tmp_path, "weak.yaml", text, 1)
+    bank = load_bank(tmp_path)
+    assert bank.questions == [] and any(said in p.message for p in bank.problems), bank.problems

@@ -39,6 +39,10 @@ from app.bank.unrepeatable import unrepeatable
     ("from torch import randint\nprint(int(randint(0, 2, (1,))))", "torch's generator without torch.manual_seed()"),
     ('names = {"float16", "bfloat16"}\nprint(names)', "prints or walks a set"),
     ('names = set(["a", "b"])\nfor n in names:\n    print(n)', "walks a set"),
+    # A second round of plants: a set walked in a comprehension, memory torch.empty left as it was.
+    ('kinds = {"a", "b"}\nprint([k for k in kinds])', "walks a set"),
+    ("import torch\nprint(torch.empty(4))", "torch.empty"),
+    ("import torch\nx = torch.empty(2, 2)\nprint(x)", "torch.empty"),
 ])  # fmt: skip
 def test_what_differs_between_python_processes_is_named(code: str, why: str) -> None:
     said = unrepeatable(code)
@@ -57,6 +61,8 @@ def test_what_differs_between_python_processes_is_named(code: str, why: str) -> 
     "import torch\nx = torch.rand(4, 4)\nprint(x.float().dtype == torch.float32)",  # a dtype compared: no value read
     "import torch\ntorch.manual_seed(0)\nprint(torch.rand(1).item() > 0.5)",  # seeded: the same in every process
     'names = {"a", "b"}\nprint(len(names))',
+    "import torch\nout = torch.empty(2)\ntorch.add(torch.ones(2), 1, out=out)\nprint(out)",  # filled before it is shown
+    "import torch\nx = torch.empty(2)\nx.fill_(3)\nprint(x, torch.empty(2).dtype)",
     "print(",  # a syntax error is the run's to report
 ])  # fmt: skip
 def test_code_that_prints_the_same_in_every_process_is_not_warned_about(code: str) -> None:

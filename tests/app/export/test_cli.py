@@ -79,3 +79,16 @@ def test_a_key_its_record_contradicts_is_left_out_and_said_so(tmp_path: Path) ->
     assert titles and "65536" not in out.stdout
     assert "left out" in out.stderr and "planted.yaml:4: planted-fp16-max" in out.stderr
     assert "running it on CPU contradicted the key" in out.stderr
+
+
+def test_a_right_choice_whose_words_disagree_with_its_outcome_is_left_out(tmp_path: Path) -> None:
+    """Texts swapped between choices: the live server holds the key back, and the export wrote it
+    as the correct response with "Answer verified by running on CPU" (a review's swap)."""
+    from tests.app.bank.test_load import SWAPPED
+
+    (tmp_path / "swapped.yaml").write_text(SWAPPED)
+    tricky.write_bank(tmp_path)
+    out = ampquiz("export", str(tmp_path), "--format", "gift")
+    assert out.returncode == 0, out.stderr
+    assert "swapped-texts" not in out.stdout and read_gift(out.stdout)
+    assert "swapped.yaml:4: swapped-texts: the right choice's words disagree with its outcome" in out.stderr
