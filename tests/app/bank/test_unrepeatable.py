@@ -43,6 +43,7 @@ from app.bank.unrepeatable import unrepeatable
     ('kinds = {"a", "b"}\nprint([k for k in kinds])', "walks a set"),
     ("import torch\nprint(torch.empty(4))", "torch.empty"),
     ("import torch\nx = torch.empty(2, 2)\nprint(x)", "torch.empty"),
+    ("import torch\nimport torch.nn.functional as F\nprint(F.dropout(torch.ones(1), p=0.5))", "torch's generator"),
 ])  # fmt: skip
 def test_what_differs_between_python_processes_is_named(code: str, why: str) -> None:
     said = unrepeatable(code)
