@@ -477,7 +477,7 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         too_long = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "100000"})
         assert too_long.status_code == 400 and "1 to 600" in too_long.text
         assert re.search(r'value="mc-half-dtype"[^>]* checked', too_long.text) and 'maxlength="3"' in too_long.text
-        drawn = await client.post("/studio/interviews", data={"adhoc": "import torch\nprint(torch.rand(2))\n"})
+        drawn = await client.post("/studio/interviews", data={"adhoc": "import torch\nx = torch.rand(2)\nprint(x)\n"})
         assert drawn.status_code == 400 and "printed something else when run again" in drawn.text
         # A coin flip agrees with itself on two runs half the time: what makes one is refused unrun.
         coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random() < 0.5)\n"})
