@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -38,9 +39,16 @@ def device_of(loaded: LoadedQuestion) -> str | None:
     return "cuda" if loaded.question.requires == "cuda" else None
 
 
+ENDED_EARLY_KEPT_S = 30.0
+"""How long a run that ended early (`TRANSIENT`: a timeout, say) is handed out again before the
+code is run anew: an answer waits for the question's run before it is graded, and its result page
+shows that run; without it, code slower than the learners' wall time made each answer wait for
+two runs to time out, one after the other."""
+
+
 class QuestionRuns:
     """Each question's run, run once through the queue and then kept in memory (unless it ended
-    in a way that may not happen next time: `sandbox.result.TRANSIENT`)."""
+    in a way that may not happen next time: `sandbox.result.TRANSIENT`, kept `ENDED_EARLY_KEPT_S`)."""
 
     def __init__(self, queue: RunQueue, shelf: Shelf | None = None,
                  witness: Callable[[LoadedQuestion, RunResult], None] | None = None) -> None:  # fmt: skip
@@ -50,6 +58,7 @@ class QuestionRuns:
         """Told of every question's run as it is handed out (`ProofBook.witness`: a run that
         contradicts the key holds it back), the first while the learner still reads the question."""
         self._cache: dict[Key, RunResult] = {}
+        self._ended_early: dict[Key, tuple[float, RunResult]] = {}
         self._pending: dict[Key, asyncio.Future[RunResult]] = {}
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -60,10 +69,17 @@ class QuestionRuns:
     async def run(self, loaded: LoadedQuestion) -> RunResult:
         """The question's run with explanations; raises what `RunQueue.run` raises."""
         key = (loaded.question.code or "", device_of(loaded))
-        run = self._cache.get(key) or await self._made(key)
+        run = self._cache.get(key) or self._recently_ended_early(key) or await self._made(key)
         if self.witness is not None:
             self.witness(loaded, run)
         return run
+
+    def _recently_ended_early(self, key: Key) -> RunResult | None:
+        kept = self._ended_early.get(key)
+        if kept is None or time.monotonic() - kept[0] > ENDED_EARLY_KEPT_S:
+            self._ended_early.pop(key, None)
+            return None
+        return kept[1]
 
     async def _made(self, key: Key) -> RunResult:
         pending = self._pending.get(key)
@@ -73,8 +89,13 @@ class QuestionRuns:
 
             def keep(fut: asyncio.Future[RunResult]) -> None:
                 self._pending.pop(key, None)
-                if not fut.cancelled() and fut.exception() is None and fut.result().status not in TRANSIENT:
-                    self._cache[key] = fut.result()
+                if not fut.cancelled() and fut.exception() is None:
+                    if fut.result().status not in TRANSIENT:
+                        self._cache[key] = fut.result()
+                    else:
+                        if len(self._ended_early) >= 1024:
+                            self._ended_early.clear()
+                        self._ended_early[key] = (time.monotonic(), fut.result())
 
             pending.add_done_callback(keep)
         return await asyncio.shield(pending)
