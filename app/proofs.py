@@ -178,13 +178,15 @@ class ProofBook:
             return self._proof_elsewhere(loaded, records, by_device)
         others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
         device = "CUDA" if self.device == "cuda" else "CPU"
-        contradiction = self._contradicted.get(self._hash(loaded))
-        if contradiction is None and (mine := self._runs.get(self._hash(loaded))) is not None and mine.result == "fail":
-            contradiction = mine  # this server's own proof failed: a record that says pass does not outrank it
-        if contradiction is not None:  # whatever proved it before: a run here said otherwise
-            label = f"under review: a run of its code on {device} contradicted the key ({contradiction.date})"
-            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=contradiction.reason,
-                         diff=contradiction.diff)  # fmt: skip
+        key = self._hash(loaded)
+        here = self._runs.get(key)
+        # What this server's own runs said comes first: a record that says pass outranks neither.
+        if (later := self._contradicted.get(key)) is not None:  # a run handed out since (`witness`)
+            label = f"under review: a run of its code on {device} contradicted the key ({later.date})"
+            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=later.reason, diff=later.diff)
+        if here is not None and here.result == "fail":  # the prover's
+            label = f"under review: running it on {device} contradicts the key ({here.date})"
+            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=here.reason, diff=here.diff)
         record = self._record_here(records)
         entry = record.results.get(loaded.id) if record is not None else None
         if record is not None and entry is not None and not is_stale(entry, loaded.question):
@@ -196,15 +198,11 @@ class ProofBook:
             if said.result == "fail":
                 why = str(entry.get("reason") or "the record says its run contradicts the key")
                 return Proof("held_back", [_badge(self.device, "fail", said.label), *others], reason=why)
-        here = self._runs.get(self._hash(loaded))
         if here is None:
             label = f"being verified on {device} now: answers open when its run is in"
             return Proof("pending", [_badge(self.device, "pending", label), *others])
-        if here.result == "pass":
-            label = f"verified by running on {device} · torch {self.torch_version} · {here.date} (on this server)"
-            return Proof("proved", [_badge(self.device, "pass", label), *others])
-        label = f"under review: running it on {device} contradicts the key ({here.date})"
-        return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=here.reason, diff=here.diff)
+        label = f"verified by running on {device} · torch {self.torch_version} · {here.date} (on this server)"
+        return Proof("proved", [_badge(self.device, "pass", label), *others])
 
     def _proof_elsewhere(self, loaded: LoadedQuestion, records: list[Record], by_device: dict[str, Verification]) -> Proof:
         """A key no run on this server can prove (another device's output, another torch's):
