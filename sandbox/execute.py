@@ -169,8 +169,8 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
     lines = code.splitlines()
     linecache.cache[SNIPPET] = (len(code), None, [ln + "\n" for ln in lines], SNIPPET)
     recorder = WarningRecorder()
-    warnings.resetwarnings()
-    warnings.simplefilter("always")
+    # The filters are those of a fresh `python snippet.py` after its `import torch` (set in the
+    # zygote): only what Python would show is recorded, once per place as Python shows it.
     warnings.showwarning = recorder
     explainer = None
     error: BaseException | None = None

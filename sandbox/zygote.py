@@ -61,6 +61,39 @@ def _warm_imports() -> None:
         pass
 
 
+def _filters_after_importing_torch() -> list[Any]:
+    """The warning filters of a fresh `python snippet.py` once its `import torch` ran: Python's
+    defaults (a DeprecationWarning shown only from the snippet's own code, library ones and
+    ResourceWarnings hidden) with what torch's import adds before and after them. A snippet runs
+    under these, as it would on the learner's machine: under the filter "always", a warning
+    raised three times from one line was seen three times (`catch_warnings(record=True)` counted
+    3 where Python counts 1), and warnings Python hides were shown, and so provable as a key.
+    The rest of the warm-up's imports (torch._dynamo's, say) add none of theirs: a fresh
+    `import torch` does not import them. Called first, before anything has imported torch."""
+    import warnings
+
+    defaults = list(warnings.filters)
+    with warnings.catch_warnings():  # its notices are not any snippet's
+        warnings.simplefilter("ignore")
+        ours = warnings.filters[0]
+        import torch  # noqa: F401 - its import adds its filters
+
+        now = list(warnings.filters)
+    # torch inserts its filters ahead of the others (filterwarnings' default), or appends them.
+    at = next(i for i, f in enumerate(now) if f is ours)
+    return now[:at] + defaults + now[at + 1 + len(defaults) :]
+
+
+def _use_filters(filters: list[Any]) -> None:
+    """Makes `filters` the process's warning filters, as each runner inherits them."""
+    import warnings
+
+    warnings.filters[:] = filters
+    mutated = getattr(warnings, "_filters_mutated", None)  # every "once"/"default" record made before is stale
+    if mutated is not None:
+        mutated()
+
+
 PREPARING_NICE_STEP = 10
 """How much nicer than the server the zygote, and a runner until its preparation is done, run."""
 
@@ -281,6 +314,7 @@ def main() -> None:
         return
     import warnings
 
+    snippet_filters = _filters_after_importing_torch()
     with warnings.catch_warnings():  # import-time notices (e.g. no NumPy) are not any snippet's
         warnings.simplefilter("ignore")
         _warm_imports()
@@ -297,6 +331,7 @@ def main() -> None:
         hidden = [h.rstrip("/") + "/" for h in config["hide"]]
         shown = [d for d in gpu["driver_dirs"] if not any((d + "/").startswith(h) for h in hidden)]
         config["keep"] = sorted({*config["keep"], *shown})  # never a hidden folder (a library there)
+    _use_filters(snippet_filters)
     seccomp.prepare()  # compiled once; each runner only loads it
     # Every runner's read-only root, built once (None where the host refuses: each runner then
     # builds its own), by a helper forked before the heap goes onto huge pages, so that this

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,41 @@ def test_deprecation_warnings_are_captured_with_their_line(sb: Sandbox) -> None:
     cats = {(w.category, w.line) for w in r.warnings}
     assert ("FutureWarning", 3) in cats, r.warnings
     assert any("torch.amp.GradScaler('cuda', args...)" in w.message for w in r.warnings)
+
+
+WARNING_PRONE = """\
+import warnings
+import torch
+for i in range(3):
+    warnings.warn("careful")
+with warnings.catch_warnings(record=True) as caught:
+    for i in range(3):
+        warnings.warn("again")
+print(len(caught))
+exec(compile('import warnings\\nwarnings.warn("old", DeprecationWarning)', "lib", "exec"), {"__name__": "lib"})
+warnings.warn("torch::jit::fuser::cuda is gone")
+warnings.warn("mine", DeprecationWarning)
+warnings.warn("closed", ResourceWarning)
+scaler = torch.cuda.amp.GradScaler()
+print(len(warnings.filters))
+"""
+
+
+def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path) -> None:
+    """A snippet runs under the warning filters of a fresh `python snippet.py` that imported
+    torch: a warning raised in a loop is shown (and recorded) once, library deprecations and
+    ResourceWarnings stay hidden, torch's own filters hold. Under the filter "always" the run
+    counted 3 where Python counts 1, and showed warnings a learner's Python never shows."""
+    script = tmp_path / "snippet.py"
+    script.write_text(WARNING_PRONE)
+    fresh = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    shown = sorted((m[3], m[4]) for m in re.finditer(r"^(.*?):(\d+): (\w+): (.*)$", fresh.stderr, re.MULTILINE))
+    r = sb.run(WARNING_PRONE)
+    assert r.status == "ok", r.message
+    assert r.stdout == fresh.stdout and r.stdout.startswith("1\n")
+    assert sorted((w.category, w.message) for w in r.warnings) == shown
+    assert {w.message for w in r.warnings} >= {"careful", "mine"}
+    assert not {"old", "closed", "torch::jit::fuser::cuda is gone"} & {w.message for w in r.warnings}
 
 
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
