@@ -9,7 +9,6 @@ Runs in: the runner, after it has dropped its privileges and its limits are set.
 
 from __future__ import annotations
 
-import builtins
 import errno
 import linecache
 import re
@@ -18,6 +17,7 @@ import traceback
 import warnings
 from typing import Any
 
+from sandbox import fresh_main
 from sandbox.frames import SNIPPET, snippet_line
 from sandbox.result import NEEDS_CUDA
 
@@ -164,6 +164,14 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
     return "error", said
 
 
+def _flush() -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced them
+        pass
+
+
 def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
     """Execute `code` as `__main__`; returns the in-process part of a RunResult as a dict."""
     lines = code.splitlines()
@@ -174,7 +182,7 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
     warnings.showwarning = recorder
     explainer = None
     error: BaseException | None = None
-    globs: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "__file__": SNIPPET}
+    globs = fresh_main.main_module()
     try:
         compiled = compile(code, SNIPPET, "exec")
         if explain:
@@ -188,11 +196,7 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are results too
         error = exc
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced them
-            pass
+        _flush()
     exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
     status, message = classify(exception, error)
     report = None
@@ -203,6 +207,12 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
             from sandbox.explain import failed_report
 
             report = failed_report(exc)
+    try:
+        fresh_main.shut_down(globs, error)
+    except BaseException:  # noqa: BLE001, S110 - as at a script's end: what goes wrong there changes no outcome
+        pass
+    finally:
+        _flush()
     return {
         "status": status,
         "message": message,

@@ -86,6 +86,55 @@ def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path) ->
     assert not {"old", "closed", "torch::jit::fuser::cuda is gone"} & {w.message for w in r.warnings}
 
 
+SCRIPT_LIKE = """\
+from __future__ import annotations
+import argparse, pickle, sys, typing
+from dataclasses import dataclass, fields
+import torch
+class TinyNet(torch.nn.Module):
+    def __init__(self): super().__init__(); self.fc = torch.nn.Linear(2, 2, dtype=torch.bfloat16)
+torch.save(TinyNet(), "model.pt")
+print(torch.load("model.pt", weights_only=False).fc.weight.dtype)
+@dataclass
+class AmpConfig:
+    supported: typing.ClassVar[tuple] = ("float16", "bfloat16")
+    dtype: torch.dtype = torch.float16
+print([f.name for f in fields(AmpConfig)], typing.get_type_hints(AmpConfig)["dtype"])
+print(getattr(torch, argparse.ArgumentParser().parse_args().__dict__.get("dtype", "bfloat16")))
+open("helper_mod.py", "w").write("X = 42\\n")
+import helper_mod
+print(helper_mod.X, __doc__, sys.modules[__name__].TinyNet is TinyNet)
+"""
+
+SHUTDOWN = """\
+import atexit, threading, time
+atexit.register(lambda: print("bye from atexit"))
+class Held:
+    def __del__(self): print("finalised at shutdown")
+held = Held()
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
+print("main done")
+raise SystemExit("stopping: non-finite loss")
+"""
+
+
+@pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
+def test_a_snippet_runs_as_a_script_does_from_its_first_line_to_the_interpreters_end(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
+    """The snippet is `__main__` (its classes pickle, `dataclasses` and `get_type_hints` find its
+    names), `sys.argv` is its own, its folder is on the path; after its last line the interpreter's
+    shutdown happens (a thread still running is waited for, `atexit`, finalisers, the message of
+    `sys.exit`). Before, a fork of the zygote was `__main__`: `torch.save(model)` raised
+    PicklingError, argparse read the zygote's arguments, and nothing after the last line ran."""
+    for code in (SCRIPT_LIKE, SHUTDOWN):
+        (tmp_path / "snippet.py").write_text(code)
+        fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+        r = sb.run(code, explain=explain)
+        assert r.stdout == fresh.stdout, (r.status, r.message, r.stderr)
+    assert "torch.bfloat16\n['dtype'] <class 'torch.dtype'>\ntorch.bfloat16\n42 None True\n" == sb.run(SCRIPT_LIKE).stdout
+    assert r.stdout == "main done\nthread done\nbye from atexit\nfinalised at shutdown\n"
+    assert r.stderr == fresh.stderr == "stopping: non-finite loss\n" and r.status == "error"
+
+
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
     if sb.environment.get("device_kind") == "cuda":
         pytest.skip("this host has a CUDA GPU: the test is of a host without one")
