@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from sandbox import fresh_main
-from sandbox.frames import SNIPPET, snippet_line
+from sandbox.frames import SNIPPET, STAND_IN, snippet_line
 from sandbox.result import NEEDS_CUDA
 
 MAX_WARNINGS = 50
@@ -71,7 +71,8 @@ def _qualified(exc: BaseException) -> str:
 
 
 def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET]
+    # The explainer's stand-ins for the snippet's frames (`frames.called_from`) are not the snippet's.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET and f.name != STAND_IN]
     line = frames[-1].lineno if frames else None
     if isinstance(exc, SyntaxError) and exc.filename == SNIPPET:
         line = exc.lineno

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
-from types import FrameType
+from collections.abc import Callable
+from types import FrameType, FunctionType
+from typing import Any
 
 SNIPPET = "<snippet>"
 """The file name the snippet is compiled under; its frames are recognised by it."""
@@ -42,3 +44,27 @@ def traceback_line(exc: BaseException, filename: str = SNIPPET) -> int | None:
 def is_sandbox_file(filename: str) -> bool:
     """Is this code file part of the sandbox package (any module, in any of its subpackages)?"""
     return os.path.abspath(filename).startswith(SANDBOX_ROOT + os.sep)
+
+
+STAND_IN = "<the call made here>"
+"""The name of `called_from`'s functions' code, by which a traceback's frames of theirs are known."""
+_CALL = (lambda func, args, kwargs: func(*args, **kwargs)).__code__.replace(co_name=STAND_IN)  # one line: see `called_from`
+_stand_ins: dict[tuple[str, int, int], Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]] = {}
+
+Caller = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+"""`call(func, args, kwargs)`: `func(*args, **kwargs)`, made from where `called_from` says."""
+
+
+def called_from(frame: FrameType) -> Caller:
+    """A function calling `func(*args, **kwargs)` from a frame that Python's warnings take for
+    `frame`: the same file, line and module globals (so the same once-per-place record). The
+    explainer calls torch through it: called from the explainer's own frame, a warning torch
+    raised "at its caller" (a `stacklevel`, or C++'s current frame) named the explainer's file and
+    line, so the same warning from two lines of the snippet was shown once, at neither line.
+    Its code is one line long, so every line it runs is `frame`'s line."""
+    key = (frame.f_code.co_filename, frame.f_lineno, id(frame.f_globals))
+    stand_in = _stand_ins.get(key)
+    if stand_in is None:
+        code = _CALL.replace(co_filename=key[0], co_firstlineno=key[1])
+        stand_in = _stand_ins[key] = FunctionType(code, frame.f_globals)  # holds the globals: their id stays theirs
+    return stand_in

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ from sandbox.explain.calls import (
     tensors_in,
 )
 from sandbox.explain.report import OpRecord
+from sandbox.frames import Caller, called_from
 
 MAX_INPUTS = 6
 """Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
@@ -57,6 +59,10 @@ _CAST_OPS = frozenset(
 # --- the tracer -------------------------------------------------------------------------------
 
 
+def _direct(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return func(*args, **kwargs)
+
+
 class _FunctionMode(TorchFunctionMode):
     def __init__(self, tracer: OpTracer) -> None:
         super().__init__()
@@ -71,9 +77,35 @@ class _FunctionMode(TorchFunctionMode):
             # would break the snippet's graph into pieces and change what it prints (graph counts,
             # recompiles). The compiled code's calls are seen again when it runs.
             return func(*args, **kwargs)
-        if NAMES.get(func, "") is None or self.tracer.paused:
+        if self.tracer.paused:  # the explainer's own calls
             return func(*args, **kwargs)
-        return self.tracer.on_function(func, args, kwargs)
+        # Called from a stand-in for the snippet's frame (or torch's, for its internal calls), so
+        # a warning torch raises "at its caller" is where a fresh `python` puts it.
+        call = called_from(_caller(func, sys._getframe(1)))
+        if NAMES.get(func, "") is None:
+            return call(func, args, kwargs)
+        return self.tracer.on_function(func, args, kwargs, call)
+
+
+_HANDING_OVER = torch.overrides.handle_torch_function.__code__
+
+
+def _caller(func: Any, frame: FrameType) -> FrameType:
+    """The frame that called the torch function `func`, given the frame that called its
+    `__torch_function__`: that frame itself for torch's C functions (`torch.tensor`, a tensor's
+    `.grad`); for its Python ones (`F.softmax`, `Tensor.backward`) the frame beyond the function's
+    own, which handed the call over (`handle_torch_function`), and any wrapper of it."""
+    if frame.f_code is not _HANDING_OVER or frame.f_back is None:
+        return frame
+    own = set()
+    while func is not None:  # the function and what it wraps (functools.wraps)
+        if (code := getattr(func, "__code__", None)) is not None:
+            own.add(code)
+        func = getattr(func, "__wrapped__", None)
+    f = frame.f_back  # the function's own frame
+    while f.f_back is not None and f.f_back.f_code in own:
+        f = f.f_back
+    return f.f_back or f
 
 
 class _DispatchMode(TorchDispatchMode):
@@ -150,8 +182,9 @@ class OpTracer:
 
     # the two hooks
 
-    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Every torch-function call while installed; only the snippet's own are recorded.
+    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], through: Caller = _direct) -> Any:
+        """Every torch-function call while installed; only the snippet's own are recorded. `through`
+        makes the call itself (`frames.called_from`: from where the snippet made it).
 
         The dispatch mode costs ~10 us per aten op, so it is pushed only around calls where it can
         see something: direct calls that run under autocast, touch float16/bfloat16 or run the
@@ -162,13 +195,13 @@ class OpTracer:
         checks' own ops), so the snippet would print a different profile than torch alone gives.
         """
         if self.paused or torch._C._autograd._profiler_enabled():
-            return func(*args, **kwargs)
+            return through(func, args, kwargs)
         name = op_name(func)
         if name is None:
-            return func(*args, **kwargs)
+            return through(func, args, kwargs)
         line, direct, frame = locate(self.filename, sys._getframe(2))
         if not direct and not involves_low_precision(args, kwargs):
-            return func(*args, **kwargs)  # library internals in float32: nothing to see
+            return through(func, args, kwargs)  # library internals in float32: nothing to see
         call = Call(name, line, direct, frame)
         before = None
         if direct:
@@ -192,7 +225,7 @@ class OpTracer:
             self._dispatch_mode.__enter__()  # type: ignore[union-attr]
             self._dispatch_depth += 1
         try:
-            out = func(*args, **kwargs)
+            out = through(func, args, kwargs)
         except BaseException as exc:
             self._leave(push)
             if direct and before is not None:

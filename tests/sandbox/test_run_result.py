@@ -66,21 +66,34 @@ warnings.warn("mine", DeprecationWarning)
 warnings.warn("closed", ResourceWarning)
 scaler = torch.cuda.amp.GradScaler()
 print(len(warnings.filters))
+x = torch.randn(2, 3)
+with warnings.catch_warnings(record=True) as per_line:
+    torch.nn.functional.softmax(x)
+    torch.nn.functional.softmax(x)
+    torch.tensor(x.requires_grad_())
+    torch.tensor(x)
+print(len(per_line), [w.lineno for w in per_line])
+torch.nn.functional.softmax(x)
+torch.nn.functional.softmax(x)
 """
 
 
-def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path) -> None:
+@pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
+def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
     """A snippet runs under the warning filters of a fresh `python snippet.py` that imported
     torch: a warning raised in a loop is shown (and recorded) once, library deprecations and
     ResourceWarnings stay hidden, torch's own filters hold. Under the filter "always" the run
-    counted 3 where Python counts 1, and showed warnings a learner's Python never shows."""
+    counted 3 where Python counts 1, and showed warnings a learner's Python never shows.
+    Explained (as learners are shown a question's run), each warning is still at the line that
+    raised it: called from the explainer's frame, torch's "at the caller" warnings all named its
+    line, so the same warning from two lines was shown once, and counted once."""
     script = tmp_path / "snippet.py"
     script.write_text(WARNING_PRONE)
     fresh = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     shown = sorted((m[3], m[4]) for m in re.finditer(r"^(.*?):(\d+): (\w+): (.*)$", fresh.stderr, re.MULTILINE))
-    r = sb.run(WARNING_PRONE)
+    r = sb.run(WARNING_PRONE, explain=explain)
     assert r.status == "ok", r.message
-    assert r.stdout == fresh.stdout and r.stdout.startswith("1\n")
+    assert r.stdout == fresh.stdout and r.stdout.startswith("1\n") and "4 [" in r.stdout
     assert sorted((w.category, w.message) for w in r.warnings) == shown
     assert {w.message for w in r.warnings} >= {"careful", "mine"}
     assert not {"old", "closed", "torch::jit::fuser::cuda is gone"} & {w.message for w in r.warnings}
