@@ -46,13 +46,14 @@ def is_sandbox_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(SANDBOX_ROOT + os.sep)
 
 
+Caller = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+"""`call(func, args, kwargs)`: `func(*args, **kwargs)`, made from where `called_from` says."""
+
 STAND_IN = "<the call made here>"
 """The name of `called_from`'s functions' code, by which a traceback's frames of theirs are known."""
 _CALL = (lambda func, args, kwargs: func(*args, **kwargs)).__code__.replace(co_name=STAND_IN)  # one line: see `called_from`
-_stand_ins: dict[tuple[str, int, int], Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]] = {}
-
-Caller = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
-"""`call(func, args, kwargs)`: `func(*args, **kwargs)`, made from where `called_from` says."""
+_stand_ins: dict[tuple[int, int], tuple[Any, Caller]] = {}
+"""By (id of the frame's code, its line): the code, kept so that its id is not another's, and its stand-in."""
 
 
 def called_from(frame: FrameType) -> Caller:
@@ -62,9 +63,10 @@ def called_from(frame: FrameType) -> Caller:
     raised "at its caller" (a `stacklevel`, or C++'s current frame) named the explainer's file and
     line, so the same warning from two lines of the snippet was shown once, at neither line.
     Its code is one line long, so every line it runs is `frame`'s line."""
-    key = (frame.f_code.co_filename, frame.f_lineno, id(frame.f_globals))
-    stand_in = _stand_ins.get(key)
-    if stand_in is None:
-        code = _CALL.replace(co_filename=key[0], co_firstlineno=key[1])
-        stand_in = _stand_ins[key] = FunctionType(code, frame.f_globals)  # holds the globals: their id stays theirs
+    code = frame.f_code
+    known = _stand_ins.get((id(code), frame.f_lineno))  # an id: hashing a code object hashes its contents
+    if known is not None and known[0] is code:
+        return known[1]
+    stand_in = FunctionType(_CALL.replace(co_filename=code.co_filename, co_firstlineno=frame.f_lineno), frame.f_globals)
+    _stand_ins[id(code), frame.f_lineno] = (code, stand_in)
     return stand_in

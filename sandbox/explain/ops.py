@@ -10,15 +10,14 @@ Runs in: the runner. Only torch and the standard library are imported.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from sandbox.explain.calls import (
     BACKWARD_NAMES,
@@ -59,6 +58,37 @@ _CAST_OPS = frozenset(
 # --- the tracer -------------------------------------------------------------------------------
 
 
+class _OwnWork:
+    """`with tracer.pause():` the explainer's own tensor work (its overflow checks, its reads of
+    dtypes and scales) runs untraced, and unseen by the snippet's own dispatch modes (a
+    TorchDispatchMode that prints each op, torch's DebugMode) and tensor subclasses: they
+    printed the checks' `abs`, `aminmax` and `item` after every op of the snippet's. A class, not
+    a generator: it is entered around every low-precision op, and `contextlib`'s cost a sixth
+    of an explained training loop's time."""
+
+    __slots__ = ("modes", "subclasses", "tracer")
+
+    def __init__(self, tracer: OpTracer) -> None:
+        self.tracer = tracer
+        self.subclasses = torch._C.DisableTorchFunctionSubclass()
+        self.modes: Any = None
+
+    def __enter__(self) -> None:
+        self.tracer.paused += 1
+        self.subclasses.__enter__()
+        if torch._C._len_torch_dispatch_stack():
+            self.modes = _disable_current_modes()
+            self.modes.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.modes is not None:
+                self.modes.__exit__(*exc)
+        finally:
+            self.subclasses.__exit__(*exc)
+            self.tracer.paused -= 1
+
+
 def _direct(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return func(*args, **kwargs)
 
@@ -81,7 +111,10 @@ class _FunctionMode(TorchFunctionMode):
             return func(*args, **kwargs)
         # Called from a stand-in for the snippet's frame (or torch's, for its internal calls), so
         # a warning torch raises "at its caller" is where a fresh `python` puts it.
-        call = called_from(_caller(func, sys._getframe(1)))
+        caller = sys._getframe(1)
+        if caller.f_code is _HANDING_OVER:  # a Python function of torch's handed the call over
+            caller = _caller(func, caller)
+        call = called_from(caller)
         if NAMES.get(func, "") is None:
             return call(func, args, kwargs)
         return self.tracer.on_function(func, args, kwargs, call)
@@ -95,7 +128,7 @@ def _caller(func: Any, frame: FrameType) -> FrameType:
     `__torch_function__`: that frame itself for torch's C functions (`torch.tensor`, a tensor's
     `.grad`); for its Python ones (`F.softmax`, `Tensor.backward`) the frame beyond the function's
     own, which handed the call over (`handle_torch_function`), and any wrapper of it."""
-    if frame.f_code is not _HANDING_OVER or frame.f_back is None:
+    if frame.f_back is None:
         return frame
     own = set()
     while func is not None:  # the function and what it wraps (functools.wraps)
@@ -167,14 +200,9 @@ class OpTracer:
             except Exception as exc:  # noqa: BLE001 - a mode stack the snippet broke
                 self.note_error(f"could not remove {type(mode).__name__}: {exc}")
 
-    @contextlib.contextmanager
-    def pause(self) -> Iterator[None]:
-        """Let the explainer's own tensor work run untraced."""
-        self.paused += 1
-        try:
-            yield
-        finally:
-            self.paused -= 1
+    def pause(self) -> _OwnWork:
+        """Let the explainer's own tensor work run untraced, and unseen by the snippet (`_OwnWork`)."""
+        return _OwnWork(self)
 
     def note_error(self, message: str) -> None:
         if len(self.errors) < 3:
@@ -196,29 +224,14 @@ class OpTracer:
         """
         if self.paused or torch._C._autograd._profiler_enabled():
             return through(func, args, kwargs)
-        name = op_name(func)
-        if name is None:
+        # Reading the inputs' dtypes is not the snippet's call: a tensor subclass's own
+        # `__torch_function__` is not told of it (it printed a `__get__` for each read).
+        with torch._C.DisableTorchFunctionSubclass():
+            plan = self._plan(func, args, kwargs, sys._getframe(2))
+        if plan is None:
             return through(func, args, kwargs)
-        line, direct, frame = locate(self.filename, sys._getframe(2))
-        if not direct and not involves_low_precision(args, kwargs):
-            return through(func, args, kwargs)  # library internals in float32: nothing to see
-        call = Call(name, line, direct, frame)
-        before = None
-        if direct:
-            try:
-                ac = self._autocast_for(args, kwargs)
-                before = (describe_inputs(args, kwargs), ac)
-                watch = (
-                    ac[1] is not None
-                    or name in BACKWARD_NAMES
-                    or name in CONVERSIONS
-                    or involves_low_precision(args, kwargs)
-                )
-            except Exception as exc:  # noqa: BLE001
-                self.note_error(f"inputs of {name}: {exc!r}")
-                direct, watch = False, False
-        else:
-            watch = involves_low_precision(args, kwargs)
+        call, before, direct, watch = plan
+        name = call.name
         push = watch and self._dispatch_depth == 0 and self._dispatch_mode is not None
         self.stack.append(call)
         if push:
@@ -236,14 +249,40 @@ class OpTracer:
             if name in BACKWARD_NAMES or first_tensor(out) is not None:
                 self._safe_record(call, before, out, None)
             if self.after_call is not None:
-                self.paused += 1
                 try:
-                    self.after_call(call, func, args, kwargs, out)
+                    with self.pause():
+                        self.after_call(call, func, args, kwargs, out)
                 except Exception as exc:  # noqa: BLE001
                     self.note_error(f"after {name}: {exc!r}")
-                finally:
-                    self.paused -= 1
         return out
+
+    def _plan(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], caller: FrameType) -> tuple[Call, Any, bool, bool] | None:
+        """(the call to record, its inputs and autocast state when the snippet made it directly,
+        direct?, watch its ops?), or None when it is not traced."""
+        name = op_name(func)
+        if name is None:
+            return None
+        line, direct, frame = locate(self.filename, caller)
+        if not direct and not involves_low_precision(args, kwargs):
+            return None  # library internals in float32: nothing to see
+        call = Call(name, line, direct, frame)
+        before = None
+        if direct:
+            try:
+                ac = self._autocast_for(args, kwargs)
+                before = (describe_inputs(args, kwargs), ac)
+                watch = (
+                    ac[1] is not None
+                    or name in BACKWARD_NAMES
+                    or name in CONVERSIONS
+                    or involves_low_precision(args, kwargs)
+                )
+            except Exception as exc:  # noqa: BLE001
+                self.note_error(f"inputs of {name}: {exc!r}")
+                direct, watch = False, False
+        else:
+            watch = involves_low_precision(args, kwargs)
+        return call, before, direct, watch
 
     def _leave(self, pushed: bool) -> None:
         self.stack.pop()
@@ -262,37 +301,33 @@ class OpTracer:
             and isinstance(args[0], torch.Tensor)
             and args[0].dtype in LOW_PRECISION
         ):
-            self.paused += 1
             try:
-                pre = before(func, args, kwargs)
+                with self.pause():
+                    pre = before(func, args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 self.note_error(f"before {func}: {exc!r}")
-            finally:
-                self.paused -= 1
         out = func(*args, **kwargs)
         call = self.stack[-1] if self.stack else None
         cast = func in _CAST_OPS and call is not None and call.direct
         low_out = isinstance(out, torch.Tensor) and out.dtype in LOW_PRECISION
         if not (cast or low_out or (pre is not None) or isinstance(out, (tuple, list))):
             return out
-        self.paused += 1
         try:
-            if cast:
-                src = args[0] if args else None
-                if (
-                    isinstance(src, torch.Tensor)
-                    and isinstance(out, torch.Tensor)
-                    and src.dtype != out.dtype
-                ):
-                    call.casts.append(  # type: ignore[union-attr]
-                        (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
-                    )
-            if self.after_dispatch is not None:
-                self.after_dispatch(func, args, kwargs, out, pre, call)
+            with self.pause():
+                if cast:
+                    src = args[0] if args else None
+                    if (
+                        isinstance(src, torch.Tensor)
+                        and isinstance(out, torch.Tensor)
+                        and src.dtype != out.dtype
+                    ):
+                        call.casts.append(  # type: ignore[union-attr]
+                            (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
+                        )
+                if self.after_dispatch is not None:
+                    self.after_dispatch(func, args, kwargs, out, pre, call)
         except Exception as exc:  # noqa: BLE001
             self.note_error(f"after {func}: {exc!r}")
-        finally:
-            self.paused -= 1
         return out
 
     # recording
@@ -318,13 +353,11 @@ class OpTracer:
         return device, on_here, other
 
     def _safe_record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
-        self.paused += 1
         try:
-            self._record(call, before, out, exc)
+            with self.pause():
+                self._record(call, before, out, exc)
         except Exception as err:  # noqa: BLE001
             self.note_error(f"recording {call.name}: {err!r}")
-        finally:
-            self.paused -= 1
 
     def _record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
         inputs, (device, autocast, other) = before

@@ -115,7 +115,7 @@ class ScalerMonitor:
     """Wraps GradScaler methods and the optimizer step hook; events are folded with counts."""
 
     def __init__(self, line_now: Callable[[], int | None], tracer: Any, filename: str):
-        """`tracer` has a `paused` counter; while it is non-zero the scaler's own reads are untraced."""
+        """`tracer.pause()` keeps the scaler's own reads untraced (and unseen by the snippet's modes)."""
         self.line_now = line_now
         self.tracer = tracer
         self.filename = filename
@@ -238,13 +238,11 @@ class ScalerMonitor:
         def wrapper(scaler: Any, *args: Any, **kwargs: Any) -> Any:
             line = monitor.line_now()
             before: dict[str, Any] = {}
-            tracer.paused += 1
             try:
-                before = monitor._before(name, scaler, args, line)
+                with tracer.pause():
+                    before = monitor._before(name, scaler, args, line)
             except Exception:  # noqa: BLE001, S110
                 pass
-            finally:
-                tracer.paused -= 1
             if name == "step":
                 monitor._in_step += 1
             try:
@@ -256,13 +254,11 @@ class ScalerMonitor:
             finally:
                 if name == "step":
                     monitor._in_step -= 1
-            tracer.paused += 1
             try:
-                monitor._after(name, scaler, args, line, result, before)
+                with tracer.pause():
+                    monitor._after(name, scaler, args, line, result, before)
             except Exception:  # noqa: BLE001, S110
                 pass
-            finally:
-                tracer.paused -= 1
             return result
 
         return wrapper

@@ -148,6 +148,45 @@ def test_a_snippet_runs_as_a_script_does_from_its_first_line_to_the_interpreters
     assert r.stderr == fresh.stderr == "stopping: non-finite loss\n" and r.status == "error"
 
 
+OWN_MODES = """\
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+class Logged(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        print(func, getattr(out, "dtype", None))
+        return out
+class Noisy(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        print("tf:", getattr(func, "__name__", func))
+        return super().__torch_function__(func, types, args, kwargs or {})
+x = torch.randn(4, 4)
+lin = torch.nn.Linear(4, 4)
+with Logged():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = lin(x)
+        z = y.float().softmax(-1)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    w = torch.mm(x.as_subclass(Noisy), x)
+print(type(w).__name__, w.dtype)
+"""
+
+
+def test_an_explained_run_prints_what_the_snippets_own_modes_and_subclasses_print(sb: Sandbox, tmp_path: Path) -> None:
+    """The explainer's own tensor work (its overflow checks: `abs`, `aminmax`, `item` after every
+    low-precision op; its reads of the inputs' dtypes) is hidden from the snippet's dispatch modes
+    (a logging TorchDispatchMode, torch's DebugMode) and its tensor subclasses: learners are shown
+    the explained run, which printed those ops among the snippet's own."""
+    (tmp_path / "snippet.py").write_text(OWN_MODES)
+    fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    r = sb.run(OWN_MODES, explain=True)
+    assert r.status == "ok", r.message
+    assert r.stdout == fresh.stdout
+    assert "aten.addmm.default torch.bfloat16" in r.stdout and "aminmax" not in r.stdout and r.stdout.count("tf:") == 2
+    assert r.explanation is not None and any(op["name"] == "torch.mm" for op in r.explanation["ops"])
+
+
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
     if sb.environment.get("device_kind") == "cuda":
         pytest.skip("this host has a CUDA GPU: the test is of a host without one")
