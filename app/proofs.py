@@ -31,7 +31,7 @@ from app.bank.lint import words_against_key
 from app.bank.load import Bank, LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion, torch_in_range
 from app.runs.queue import RunQueue
-from app.verify.check import KeyCheck, check, skip_reason, worth_running_again
+from app.verify.check import KeyCheck, again_limits, check, skip_reason, worth_running_again
 from app.verify.record import (
     Record,
     Verification,
@@ -363,9 +363,9 @@ class Prover:
         limits = FIRST_TRY_LIMITS if not self.book.tries_ended_early(loaded) else PROVE_LIMITS
         try:
             run = await self.queue.run(loaded.question.code, device=device, limits=limits, lane="background")
-            # Twice (unless the first says nothing): code that prints something else each time
-            # proves nothing (see `check`).
-            again = (await self.queue.run(loaded.question.code, device=device, limits=limits, lane="background")
+            # Twice (unless the first says nothing), the second on two threads: code that prints
+            # something else each time, or on another machine's cores, proves nothing (see `check`).
+            again = (await self.queue.run(loaded.question.code, device=device, limits=again_limits(limits), lane="background")
                      if worth_running_again(run) else run)  # fmt: skip
         except SandboxError as exc:
             log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)

@@ -22,8 +22,8 @@ class Limits:
     """Largest file the snippet may write (RLIMIT_FSIZE)."""
     processes: int = 16
     """Processes and threads the run may hold at once (cgroup pids.max, else RLIMIT_NPROC). The
-    runner is one; torch's thread pools are held at one thread (OMP_NUM_THREADS=1, and the runner
-    sets torch.set_num_threads(1)), so a snippet has room for a few processes or threads of its own."""
+    runner is one; torch's thread pools are held at `torch_threads` (OMP_NUM_THREADS=1, and the
+    runner sets torch.set_num_threads), so a snippet has room for a few processes or threads of its own."""
     open_files: int = 64
     """File descriptors (RLIMIT_NOFILE)."""
     cpu_cores: float = 1.0
@@ -37,6 +37,12 @@ class Limits:
     disk_ios_per_s: int = 2000
     """Disk operations per second, likewise: many small reads (a walk over many small files) are
     capped as well as large ones."""
+
+    torch_threads: int = 1
+    """The threads torch computes an op with (`torch.set_num_threads`): one, as a run has a core.
+    A learner's machine has several, and a large float32 sum's last digits depend on how many
+    threads added it up: a key's second proof run asks for two (`app.verify.check.again_limits`),
+    so a key that holds only for one thread is found."""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -65,6 +65,10 @@ def describe_environment(cuda: bool, gpu_name: str = "") -> dict[str, Any]:
     }
 
 
+MAX_TORCH_THREADS = 8
+"""The most threads a run's torch computes with, whatever its limits say (`Limits.torch_threads`)."""
+
+
 def warm_up_first_ops(device: str) -> None:
     """The ops most snippets start with (a Linear layer under autocast, a matmul, half casts).
 
@@ -255,6 +259,10 @@ def run_runner(
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
             vm_bytes=vm_bytes,
         )
+        if (threads := limits.get("torch_threads", 1)) != 1:  # the prepared runner computes on one
+            import torch
+
+            torch.set_num_threads(max(1, min(int(threads), MAX_TORCH_THREADS)))
         from sandbox.execute import execute
 
         started = time.perf_counter()

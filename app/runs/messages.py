@@ -24,6 +24,7 @@ MAX_RESULT_BYTES = 900_000
 MAX_LIMITS = Limits(
     wall_s=300.0, cpu_s=300, memory_bytes=8 << 30, output_bytes=1 << 20, file_bytes=64 << 20,
     processes=64, open_files=256, cpu_cores=2.0, disk_bytes_per_s=256 << 20, disk_ios_per_s=10_000,
+    torch_threads=2,
 )  # fmt: skip
 """The most a run request may ask for (the wall limit as `AMPQUIZ_RUN_WALL_S` allows at most):
 whoever can publish to the queue gets no more than this,

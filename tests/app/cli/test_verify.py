@@ -34,10 +34,10 @@ FLIPPED = "cpu-autocast-which-ops-float32"
 def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str, dict[str, str]]:
     wrong_answer = pick_question("predict_output")
     wrong_expect = pick_question("multiple_choice", expect_key="raises")
-    raises, random, accepts = [
+    raises, random, accepts, threads = [
         q["id"] for p in sorted(BANK.glob("*.yaml")) for q in yaml.safe_load(p.read_text())["questions"]
         if q["kind"] == "predict_output" and q.get("requires", "any") != "cuda" and q["id"] != wrong_answer
-    ][:3]
+    ][:4]
 
     def edit(q: dict) -> None:
         if q["id"] == wrong_answer:
@@ -48,6 +48,8 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, 
             q["code"] = q["code"] + "\nraise ValueError('boom from the snippet')\n"
         elif q["id"] == random:  # one lucky run would have proved it
             q["code"], q["answer"] = "import random\nprint(random.random() < 2)\nprint(random.random())\n", "True"
+        elif q["id"] == threads:  # what a float32 sum prints on the sandbox's one thread only
+            q["code"], q["answer"] = "import torch\nprint(torch.full((10_000_000,), 0.1).sum().item())\n", "999999.4375"
         elif q["id"] == accepts:  # a spelling that counts as right, saying another dtype and another number
             q["accept"] = [q["answer"].replace("float32", "float64").replace("bfloat16", "float16") + " 7"]
         elif q["id"] == FLIPPED:  # the softmax choice marked right, the cross_entropy one wrong
@@ -55,7 +57,7 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, 
 
     copy = _edit_copy(tmp_path_factory.mktemp("verify"), edit)
     ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises, "random": random, "flipped": FLIPPED,
-           "accepts": accepts}
+           "accepts": accepts, "threads": threads}
     out = ampquiz("verify", str(copy), "--json")
     text = ampquiz("verify", str(copy), "--only", *ids.values())
     return out.returncode, json.loads(out.stdout), text.stdout, ids
@@ -85,7 +87,7 @@ def test_snippet_raising_unexpectedly_fails_with_the_exception(broken_report) ->
     assert bad["result"] == "fail"
     assert "ValueError: boom from the snippet" in bad["exception"]
     assert bad["summary"], "a failure carries the explanation summary of the run"
-    assert "6 failed" in text
+    assert "7 failed" in text
 
 
 def test_an_accepted_spelling_that_says_something_else_fails(broken_report) -> None:
@@ -98,6 +100,15 @@ def test_code_that_prints_something_else_each_run_proves_nothing(broken_report) 
     _, report, _, ids = broken_report
     bad = next(q for q in report["questions"] if q["id"] == ids["random"])
     assert bad["result"] == "fail" and "does not do the same thing each time it runs" in bad["reason"]
+
+
+def test_a_key_that_holds_on_one_thread_only_proves_nothing(broken_report) -> None:
+    """A float32 sum of many values ends in other digits on a learner's cores than on the
+    sandbox's one thread: the second proof run computes on two, and the key fails, saying why."""
+    _, report, _, ids = broken_report
+    bad = next(q for q in report["questions"] if q["id"] == ids["threads"])
+    assert bad["result"] == "fail" and "the number of threads" in bad["reason"], bad
+    assert "-999999.4375" in bad["diff"] and "+999999.5625" in bad["diff"], bad["diff"]
 
 
 def test_a_choice_marked_right_or_wrong_against_the_run_fails(broken_report) -> None:
