@@ -70,21 +70,57 @@ def _qualified(exc: BaseException) -> str:
     return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
 
 
-def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+"""Python's words between the exceptions of a chain (`raise ... from`, or raised while handling)."""
+MAX_CHAINED = 8
+
+
+def _snippet_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     # The explainer's stand-ins for the snippet's frames (`frames.called_from`) are not the snippet's.
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET and f.name != STAND_IN]
+    return [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET and f.name != STAND_IN]
+
+
+def _exception_text(exc: BaseException) -> str:
+    """One exception as Python prints it, with only the snippet's frames, and its notes."""
+    frames = _snippet_frames(exc)
+    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) if frames else ""
+    message = _safe_str(exc)
+    text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list | tuple):
+        text += "".join(f"{_safe_str(note)}\n" for note in notes[:MAX_CHAINED])
+    return text
+
+
+def _chain_text(exc: BaseException) -> str:
+    """The exception and those it was raised from or while handling, oldest first, as Python
+    prints them: shown as the last alone, `raise RuntimeError(...) from err` lost its cause."""
+    text, seen = _exception_text(exc), {id(exc)}
+    while len(seen) <= MAX_CHAINED:
+        if exc.__cause__ is not None:
+            exc, link = exc.__cause__, _CAUSE
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            exc, link = exc.__context__, _CONTEXT
+        else:
+            break
+        if id(exc) in seen:
+            break
+        seen.add(id(exc))
+        text = _exception_text(exc) + link + text
+    return text
+
+
+def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
+    frames = _snippet_frames(exc)
     line = frames[-1].lineno if frames else None
     if isinstance(exc, SyntaxError) and exc.filename == SNIPPET:
         line = exc.lineno
-    text = "".join(traceback.format_list(frames)) if frames else ""
-    text = "Traceback (most recent call last):\n" + text if frames else ""
-    message = _safe_str(exc)
-    text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
     source = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
     return {
         "type": _qualified(exc),
-        "message": message,
-        "traceback": clean(text),
+        "message": _safe_str(exc),
+        "traceback": clean(_chain_text(exc)),
         "line": line,
         "source_line": source,
     }

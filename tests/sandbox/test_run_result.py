@@ -187,6 +187,33 @@ def test_an_explained_run_prints_what_the_snippets_own_modes_and_subclasses_prin
     assert r.explanation is not None and any(op["name"] == "torch.mm" for op in r.explanation["ops"])
 
 
+CHAINED = """\
+import torch
+def load(state):
+    try:
+        return state["scaler"]
+    except KeyError as err:
+        raise RuntimeError("checkpoint has no GradScaler state") from err
+try:
+    load({})
+except RuntimeError as e:
+    e.add_note("save scaler.state_dict() beside the model")
+    raise
+"""
+
+
+@pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
+def test_an_exception_is_shown_with_its_cause_and_notes_as_python_prints_it(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
+    """`raise ... from err` is shown with the error it was raised from, and a note added to it
+    under its message, in Python's words: shown alone, the last exception lost its cause."""
+    (tmp_path / "snippet.py").write_text(CHAINED)
+    fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    r = sb.run(CHAINED, explain=explain)
+    assert r.status == "error" and r.exception.type == "RuntimeError" and r.exception.line == 6
+    assert r.exception.traceback == fresh.stderr.replace(f'"{tmp_path / "snippet.py"}"', '"<snippet>"')
+    assert "KeyError: 'scaler'\n\nThe above exception was the direct cause" in r.exception.traceback
+
+
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
     if sb.environment.get("device_kind") == "cuda":
         pytest.skip("this host has a CUDA GPU: the test is of a host without one")
