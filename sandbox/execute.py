@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from sandbox import fresh_main
-from sandbox.frames import SNIPPET, STAND_IN, snippet_line
+from sandbox.frames import SNIPPET, STAND_IN, snippet_line, without_sandbox_frames
 from sandbox.result import NEEDS_CUDA
 
 MAX_WARNINGS = 50
@@ -135,7 +135,7 @@ class WarningRecorder:
 
     def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
         where = lineno if filename == SNIPPET else snippet_line()
-        key = (category.__name__, _safe_str(message), where)
+        key = (category.__name__, without_sandbox_frames(_safe_str(message)), where)
         if key in self._seen or len(self.items) >= MAX_WARNINGS:
             return
         self._seen.add(key)

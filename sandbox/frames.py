@@ -7,6 +7,7 @@ Runs in: the runner (the warnings `sandbox.execute` records and the explainer's 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from types import FrameType, FunctionType
@@ -70,3 +71,21 @@ def called_from(frame: FrameType) -> Caller:
     stand_in = FunctionType(_CALL.replace(co_filename=code.co_filename, co_firstlineno=frame.f_lineno), frame.f_globals)
     _stand_ins[id(code), frame.f_lineno] = (code, stand_in)
     return stand_in
+
+
+_QUOTED_FRAME = re.compile(r'  File "(?P<file>[^"\n]*)", line \d+, in (?P<name>[^\n]*)\n(?:    [^\n]*\n){0,2}')
+"""A frame as Python quotes it in a stack: its file line, then its source line (and carets)."""
+
+
+def without_sandbox_frames(text: str) -> str:
+    """`text` (a warning quoting a stack: anomaly mode's "Traceback of forward call that caused the
+    error") less the frames a fresh `python snippet.py` does not have: the runner's own, from
+    `runpy` to the exec of the snippet, and the explainer's. They came first, and the message's
+    cap then cut off the snippet's own frame, the one line it was quoted for."""
+    if 'File "' not in text:
+        return text
+    return _QUOTED_FRAME.sub(lambda m: "" if _machinery(m["file"], m["name"]) else m[0], text)
+
+
+def _machinery(filename: str, name: str) -> bool:
+    return filename.startswith("<frozen runpy>") or name == STAND_IN or (not filename.startswith("<") and is_sandbox_file(filename))

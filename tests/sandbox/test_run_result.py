@@ -214,6 +214,18 @@ def test_an_exception_is_shown_with_its_cause_and_notes_as_python_prints_it(sb: 
     assert "KeyError: 'scaler'\n\nThe above exception was the direct cause" in r.exception.traceback
 
 
+@pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
+def test_a_warning_quoting_a_stack_quotes_the_snippets_frames_only(sb: Sandbox, explain: bool) -> None:
+    """Anomaly mode's warning quotes the forward call's stack: as in a fresh python it starts at
+    the snippet's line. The runner's frames (runpy, the zygote, the exec) came first, and the
+    warning's length cap then cut off the snippet's line, the one it was quoted for."""
+    r = sb.run("import torch\nx = torch.zeros(3, requires_grad=True)\nwith torch.autograd.detect_anomaly():\n"
+               "    y = x / x\n    y.sum().backward()\n", explain=explain)  # fmt: skip
+    quoted = next(w.message for w in r.warnings if "Traceback of forward call" in w.message)
+    assert quoted.split("caused the error:\n")[1].startswith('  File "<snippet>", line 4, in <module>\n    y = x / x\n'), quoted
+    assert "runpy" not in quoted and "sandbox" not in quoted and quoted.count('File "') == 1
+
+
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
     if sb.environment.get("device_kind") == "cuda":
         pytest.skip("this host has a CUDA GPU: the test is of a host without one")
