@@ -94,7 +94,9 @@ class Slot:
     def set_caps(self, limits: Limits) -> None:
         """The run's cgroup caps; the pool writes the default ones while the runner waits, so a
         run with default limits pays for no write."""
-        want = (limits.memory_bytes, limits.processes, limits.cpu_cores, limits.disk_bytes_per_s, limits.disk_ios_per_s)
+        # The processes cap counts torch's extra threads (`Limits.torch_threads`) on top of the snippet's own.
+        processes = limits.processes + max(0, limits.torch_threads - 1)
+        want = (limits.memory_bytes, processes, limits.cpu_cores, limits.disk_bytes_per_s, limits.disk_ios_per_s)
         if not self.cgroup or want == self.caps:
             return
         have = self.caps or (None,) * len(want)

@@ -60,8 +60,25 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
 def _safe_str(obj: object) -> str:
     try:
         return clean(str(obj))
-    except Exception:  # noqa: BLE001 - a __str__ that raises is the snippet's own bug
+    except BaseException:  # noqa: BLE001 - a __str__ that raises (even SystemExit) is the snippet's own bug
         return f"<{type(obj).__name__} whose str() failed>"
+
+
+def _safe_repr(obj: object) -> str:
+    try:
+        return clean(repr(obj), 300)
+    except BaseException:  # noqa: BLE001 - likewise
+        return f"<{type(obj).__name__} whose repr() failed>"
+
+
+# An exception's chain and traceback, read as BaseException keeps them: a subclass of the snippet's
+# may override the attributes (a `__cause__` property raising, say), and describing its exception
+# must not fail where Python's own printing does not.
+_CAUSE_OF = BaseException.__dict__["__cause__"].__get__
+_CONTEXT_OF = BaseException.__dict__["__context__"].__get__
+_SUPPRESSED = BaseException.__dict__["__suppress_context__"].__get__
+_TRACEBACK_OF = BaseException.__dict__["__traceback__"].__get__
+_DICT_OF = BaseException.__dict__["__dict__"].__get__
 
 
 def _qualified(exc: BaseException) -> str:
@@ -77,38 +94,54 @@ MAX_CHAINED = 8
 
 
 def _snippet_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    try:
+        frames = traceback.extract_tb(_TRACEBACK_OF(exc))
+    except BaseException:  # noqa: BLE001 - a code object without a line table breaks 3.11's extract_tb
+        return []
     # The explainer's stand-ins for the snippet's frames (`frames.called_from`) are not the snippet's.
-    return [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SNIPPET and f.name != STAND_IN]
+    return [f for f in frames if f.filename == SNIPPET and f.name != STAND_IN]
 
 
-def _exception_text(exc: BaseException) -> str:
-    """One exception as Python prints it, with only the snippet's frames, and its notes."""
+def _exception_text(exc: BaseException, limit: int) -> str:
+    """One exception as Python prints it, with only the snippet's frames, and its notes (as
+    Python prints a note that is not a string), within `limit` characters."""
     frames = _snippet_frames(exc)
     text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) if frames else ""
     message = _safe_str(exc)
     text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
-    notes = getattr(exc, "__notes__", None)
-    if isinstance(notes, list | tuple):
-        text += "".join(f"{_safe_str(note)}\n" for note in notes[:MAX_CHAINED])
-    return text
+    notes = _DICT_OF(exc).get("__notes__")
+    if type(notes) is list:
+        text += "".join(f"{note if type(note) is str else _safe_repr(note)}\n" for note in list.__getitem__(notes, slice(MAX_CHAINED)))
+    return clean(text, limit)
 
 
 def _chain_text(exc: BaseException) -> str:
     """The exception and those it was raised from or while handling, oldest first, as Python
-    prints them: shown as the last alone, `raise RuntimeError(...) from err` lost its cause."""
-    text, seen = _exception_text(exc), {id(exc)}
+    prints them: shown as the last alone, `raise RuntimeError(...) from err` lost its cause.
+    The last one is shown whole (within `MAX_TEXT`); the older ones as far as room is left."""
+    text = _exception_text(exc, MAX_TEXT - 200)
+    seen = {id(exc)}
     while len(seen) <= MAX_CHAINED:
-        if exc.__cause__ is not None:
-            exc, link = exc.__cause__, _CAUSE
-        elif exc.__context__ is not None and not exc.__suppress_context__:
-            exc, link = exc.__context__, _CONTEXT
+        if (cause := _CAUSE_OF(exc)) is not None:
+            exc, link = cause, _CAUSE
+        elif (context := _CONTEXT_OF(exc)) is not None and not _SUPPRESSED(exc):
+            exc, link = context, _CONTEXT
         else:
             break
         if id(exc) in seen:
             break
         seen.add(id(exc))
-        text = _exception_text(exc) + link + text
+        room = MAX_TEXT - len(text) - len(link) - 64  # `clean` adds its "… [N more characters]"
+        if room < 200:
+            break
+        text = _exception_text(exc, room) + link + text
     return text
+
+
+def _undescribable(exc: BaseException) -> dict[str, Any]:
+    """What is said of an exception that could not be described (its class fought being read)."""
+    name = type(exc).__name__ if isinstance(type(exc).__name__, str) else "Exception"
+    return {"type": clean(name, 200), "message": "", "traceback": f"{clean(name, 200)}\n", "line": None, "source_line": None}
 
 
 def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
@@ -179,7 +212,7 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
         code = exc.code
         if code in (None, 0):
             return "ok", EXITED.format(code=0)
-        return "error", EXITED.format(code=repr(code)[:300])
+        return "error", EXITED.format(code=_safe_repr(code))
     text = f"{exception['type']}: {exception['message']}" if exception else repr(exc)
     message = exception["message"] if exception else ""
     if (
@@ -234,13 +267,18 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
         error = exc
     finally:
         _flush()
-    exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
-    status, message = classify(exception, error)
+    try:
+        exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
+        status, message = classify(exception, error)
+    except BaseException:  # noqa: BLE001 - an exception object that fights being read is still the snippet's error
+        assert error is not None
+        exception = _undescribable(error)
+        status, message = "error", RAISED.format(type=exception["type"], where="")
     report = None
     if explainer is not None:
         try:
             report = explainer.report(exception=error)
-        except Exception as exc:  # noqa: BLE001 - an explanation bug must not hide the run
+        except BaseException as exc:  # noqa: BLE001 - an explanation bug must not hide the run
             from sandbox.explain import failed_report
 
             report = failed_report(exc)

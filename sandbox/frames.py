@@ -57,6 +57,11 @@ _stand_ins: dict[tuple[int, int], tuple[Any, Caller]] = {}
 """By (id of the frame's code, its line): the code, kept so that its id is not another's, and its stand-in."""
 
 
+def plain_call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`func(*args, **kwargs)`, from the frame that calls this: a `Caller` that stands in for no one."""
+    return func(*args, **kwargs)
+
+
 def called_from(frame: FrameType) -> Caller:
     """A function calling `func(*args, **kwargs)` from a frame that Python's warnings take for
     `frame`: the same file, line and module globals (so the same once-per-place record). The
@@ -65,6 +70,8 @@ def called_from(frame: FrameType) -> Caller:
     line, so the same warning from two lines of the snippet was shown once, at neither line.
     Its code is one line long, so every line it runs is `frame`'s line."""
     code = frame.f_code
+    if frame.f_lineno is None:  # a code object without a line table: nothing to stand in for
+        return plain_call
     known = _stand_ins.get((id(code), frame.f_lineno))  # an id: hashing a code object hashes its contents
     if known is not None and known[0] is code:
         return known[1]

@@ -69,6 +69,21 @@ MAX_TORCH_THREADS = 8
 """The most threads a run's torch computes with, whatever its limits say (`Limits.torch_threads`)."""
 
 
+def _compute_on(threads: object) -> bool:
+    """Has torch compute on `threads` threads (`Limits.torch_threads`; a prepared runner computes
+    on one), starting them now, before the snippet's limits are set: started by the snippet's first
+    large op, they counted against its processes and memory, and where none was left libgomp
+    ended the process. Returns whether it started any."""
+    wanted = max(1, min(int(threads), MAX_TORCH_THREADS)) if isinstance(threads, int | float) else 1
+    if wanted == 1:
+        return False
+    import torch
+
+    torch.set_num_threads(wanted)
+    torch.ones(1 << 17).sum()  # above torch's grain size: the parallel region starts the threads
+    return True
+
+
 def warm_up_first_ops(device: str) -> None:
     """The ops most snippets start with (a Linear layer under autocast, a matmul, half casts).
 
@@ -247,6 +262,8 @@ def run_runner(
         if request is None:
             os._exit(0)
         limits = request["limits"]
+        if _compute_on(limits.get("torch_threads", 1)):
+            vm_bytes = isolation.current_vm_bytes()  # the threads' stacks are not the snippet's to pay for
         isolation.apply_rlimits(
             cpu_s=limits["cpu_s"],
             file_bytes=limits["file_bytes"],
@@ -259,10 +276,6 @@ def run_runner(
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
             vm_bytes=vm_bytes,
         )
-        if (threads := limits.get("torch_threads", 1)) != 1:  # the prepared runner computes on one
-            import torch
-
-            torch.set_num_threads(max(1, min(int(threads), MAX_TORCH_THREADS)))
         from sandbox.execute import execute
 
         started = time.perf_counter()

@@ -197,7 +197,11 @@ def _trim(report: Report) -> Report:
     return report
 
 
-def failed_report(exc: Exception) -> Report:
+def failed_report(exc: BaseException) -> Report:
     """The report of a run whose explanation could not be built: the run itself still stands."""
-    summary = [f"The explanation could not be built: {exc!r}"]
+    try:
+        said = repr(exc)[:500]
+    except BaseException:  # noqa: BLE001 - the snippet's exception may be what broke it
+        said = type(exc).__name__
+    summary = [f"The explanation could not be built: {said}"]
     return {"summary": summary, "ops": [], "scaler": [], "hazards": []}

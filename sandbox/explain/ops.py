@@ -36,7 +36,7 @@ from sandbox.explain.calls import (
     tensors_in,
 )
 from sandbox.explain.report import OpRecord
-from sandbox.frames import Caller, called_from
+from sandbox.frames import Caller, called_from, plain_call
 
 MAX_INPUTS = 6
 """Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
@@ -89,8 +89,6 @@ class _OwnWork:
             self.tracer.paused -= 1
 
 
-def _direct(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return func(*args, **kwargs)
 
 
 class _FunctionMode(TorchFunctionMode):
@@ -131,10 +129,15 @@ def _caller(func: Any, frame: FrameType) -> FrameType:
     if frame.f_back is None:
         return frame
     own = set()
-    while func is not None:  # the function and what it wraps (functools.wraps)
-        if (code := getattr(func, "__code__", None)) is not None:
-            own.add(code)
-        func = getattr(func, "__wrapped__", None)
+    try:
+        for _ in range(100):  # the function and what it wraps (functools.wraps); a cycle ends here
+            if func is None:
+                break
+            if (code := getattr(func, "__code__", None)) is not None:
+                own.add(code)
+            func = getattr(func, "__wrapped__", None)
+    except Exception:  # noqa: BLE001, S110 - a snippet's function whose attributes raise: its own frame is still known
+        pass
     f = frame.f_back  # the function's own frame
     while f.f_back is not None and f.f_back.f_code in own:
         f = f.f_back
@@ -210,7 +213,7 @@ class OpTracer:
 
     # the two hooks
 
-    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], through: Caller = _direct) -> Any:
+    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], through: Caller = plain_call) -> Any:
         """Every torch-function call while installed; only the snippet's own are recorded. `through`
         makes the call itself (`frames.called_from`: from where the snippet made it).
 

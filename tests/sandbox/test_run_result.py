@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import Environment, RunResult, Sandbox
+from sandbox import Environment, Limits, RunResult, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -224,6 +224,22 @@ def test_a_warning_quoting_a_stack_quotes_the_snippets_frames_only(sb: Sandbox, 
     quoted = next(w.message for w in r.warnings if "Traceback of forward call" in w.message)
     assert quoted.split("caused the error:\n")[1].startswith('  File "<snippet>", line 4, in <module>\n    y = x / x\n'), quoted
     assert "runpy" not in quoted and "sandbox" not in quoted and quoted.count('File "') == 1
+
+
+def test_torch_threads_are_the_runs_own_not_taken_from_the_snippets_share(sb: Sandbox) -> None:
+    """`Limits.torch_threads` (a key's second proof run asks for 2): torch computes on them, and
+    starting them takes nothing from the snippet's processes or memory. Started by the snippet's
+    first large op, they counted against its share, and libgomp ended the process where none was
+    left (`killed`), or a large allocation ran out of memory, on code that runs on one thread."""
+    busy = ("import threading, torch\nev = threading.Event()\n"
+            "ts = [threading.Thread(target=ev.wait, daemon=True) for _ in range(3)]\n"
+            "for t in ts: t.start()\nprint(torch.full((10_000_000,), 0.1).sum().item(), torch.get_num_threads())\n")  # fmt: skip
+    one, two = sb.run(busy, Limits(processes=4)), sb.run(busy, Limits(processes=4, torch_threads=2))
+    assert (one.status, one.stdout) == ("ok", "999999.4375 1\n"), one.message
+    assert (two.status, two.stdout) == ("ok", "999999.5625 2\n"), (two.message, two.stderr)
+    big = "import torch\nprint(torch.full((10_000_000,), 0.1).sum().item() > 0)\nprint(torch.zeros(960 << 20, dtype=torch.uint8).numel())\n"
+    r = sb.run(big, Limits(torch_threads=2))
+    assert (r.status, r.stdout) == ("ok", f"True\n{960 << 20}\n"), r.message
 
 
 def test_cuda_asked_on_cpu_host_is_unavailable_not_rewritten(sb: Sandbox) -> None:
