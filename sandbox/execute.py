@@ -65,8 +65,9 @@ def _safe_str(obj: object) -> str:
 
 
 def _safe_repr(obj: object) -> str:
+    """At most 300 characters (the honest EXITED message's bound)."""
     try:
-        return clean(repr(obj), 300)
+        return clean(repr(obj))[:300]
     except BaseException:  # noqa: BLE001 - likewise
         return f"<{type(obj).__name__} whose repr() failed>"
 
