@@ -89,6 +89,18 @@ def _kind(func: Any) -> int:
     return kind
 
 
+def _writes_another_argument(func: Any) -> bool:
+    """Whether the op writes to an argument other than its first (batch norm's running mean and
+    variance, a fused optimizer's states, an `out=`): re-run to compare, it wrote them a second
+    time, and a snippet under the explainer printed running statistics updated twice."""
+    try:
+        if "batch_norm" in func._schema.name:  # `native_batch_norm` writes them undeclared in its schema
+            return True
+        return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments[1:])
+    except Exception:  # noqa: BLE001 - no schema to read: never re-run it
+        return True
+
+
 def _mutates_self(func: Any) -> bool:
     try:
         args = func._schema.arguments
@@ -358,6 +370,8 @@ def _up(x: Any) -> Any:
 
 def _recompute(func, args, kwargs, snapshot, out: torch.Tensor) -> torch.Tensor | None:
     """The same aten op with low-precision tensors widened to float32; None if that fails."""
+    if _writes_another_argument(func):
+        return None
     try:
         new_args = [torch.float32 if a in LOW_PRECISION else _up(a) for a in args]
         if snapshot is not None and new_args:

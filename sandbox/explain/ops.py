@@ -11,6 +11,7 @@ Runs in: the runner. Only torch and the standard library are imported.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -41,6 +42,8 @@ from sandbox.frames import Caller, called_from, plain_call
 MAX_INPUTS = 6
 """Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
 MAX_CASTS = 4
+EVERY_CALL_CHECKED = 64
+"""Calls of one op at one place whose results are all checked (`OpTracer._check_now`)."""
 MAX_SIGNATURES = 20_000
 """Distinct call signatures remembered for counting once the visible trace is full."""
 
@@ -60,33 +63,53 @@ _CAST_OPS = frozenset(
 
 class _OwnWork:
     """`with tracer.pause():` the explainer's own tensor work (its overflow checks, its reads of
-    dtypes and scales) runs untraced, and unseen by the snippet's own dispatch modes (a
-    TorchDispatchMode that prints each op, torch's DebugMode) and tensor subclasses: they
-    printed the checks' `abs`, `aminmax` and `item` after every op of the snippet's. A class, not
-    a generator: it is entered around every low-precision op, and `contextlib`'s cost a sixth
-    of an explained training loop's time."""
+    dtypes and scales) runs untraced, and unseen by the snippet: by its dispatch modes (a
+    TorchDispatchMode that prints each op, torch's DebugMode), its function modes and tensor
+    subclasses' `__torch_function__` (they printed the checks' `abs`, `aminmax` and `item` after
+    every op of the snippet's, a `__get__` per dtype read), and its warnings (a check re-running
+    `torch.tensor(t)` added a warning to the snippet's `catch_warnings`). A tensor subclass's own
+    `__torch_dispatch__` would still see it: the explainer checks no such tensor
+    (`_own_dispatch`). A class, not a generator: it is entered around every low-precision op."""
 
-    __slots__ = ("modes", "subclasses", "tracer")
+    __slots__ = ("functions", "modes", "shown", "tracer")
 
     def __init__(self, tracer: OpTracer) -> None:
         self.tracer = tracer
-        self.subclasses = torch._C.DisableTorchFunctionSubclass()
+        self.functions = torch._C.DisableTorchFunction()
         self.modes: Any = None
+        self.shown: Any = None
 
     def __enter__(self) -> None:
         self.tracer.paused += 1
-        self.subclasses.__enter__()
+        self.functions.__enter__()
         if torch._C._len_torch_dispatch_stack():
             self.modes = _disable_current_modes()
             self.modes.__enter__()
+        # Shown (or recorded) through this hook, which Python looks up at each warning: the
+        # filters, and so the snippet's own record of what it was shown, are left alone.
+        self.shown, warnings._showwarnmsg = warnings._showwarnmsg, _shown_to_no_one  # type: ignore[attr-defined]
 
     def __exit__(self, *exc: object) -> None:
         try:
+            warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]
             if self.modes is not None:
                 self.modes.__exit__(*exc)
         finally:
-            self.subclasses.__exit__(*exc)
+            self.functions.__exit__(*exc)
             self.tracer.paused -= 1
+
+
+def _shown_to_no_one(_message: Any) -> None:
+    pass
+
+
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
+
+
+def _own_dispatch(x: Any) -> bool:
+    """A tensor subclass with a `__torch_dispatch__` of its own (a logging or wrapper tensor): it
+    would see every op the explainer's checks ran on it, and a wrapper may not run them at all."""
+    return isinstance(x, torch.Tensor) and type(x).__torch_dispatch__ is not _PLAIN_DISPATCH
 
 
 
@@ -170,6 +193,7 @@ class OpTracer:
         self.truncated = False
         self.stack: list[Call] = []
         self.paused = 0
+        self._site_calls: dict[tuple[Any, int | None], int] = {}
         self.errors: list[str] = []
         self.last_failed: tuple[BaseException, dict[str, Any]] | None = None
         self.before_dispatch: PreHook | None = None
@@ -251,7 +275,7 @@ class OpTracer:
         if direct and before is not None:
             if name in BACKWARD_NAMES or first_tensor(out) is not None:
                 self._safe_record(call, before, out, None)
-            if self.after_call is not None:
+            if self.after_call is not None and not _own_dispatch(first_tensor(out)):
                 try:
                     with self.pause():
                         self.after_call(call, func, args, kwargs, out)
@@ -298,8 +322,11 @@ class OpTracer:
             return func(*args, **kwargs)
         pre = None
         before = self.before_dispatch
+        call = self.stack[-1] if self.stack else None
+        checked = not (args and _own_dispatch(args[0])) and self._check_now(func, call)
         if (
             before is not None
+            and checked
             and args
             and isinstance(args[0], torch.Tensor)
             and args[0].dtype in LOW_PRECISION
@@ -310,7 +337,6 @@ class OpTracer:
             except Exception as exc:  # noqa: BLE001
                 self.note_error(f"before {func}: {exc!r}")
         out = func(*args, **kwargs)
-        call = self.stack[-1] if self.stack else None
         cast = func in _CAST_OPS and call is not None and call.direct
         low_out = isinstance(out, torch.Tensor) and out.dtype in LOW_PRECISION
         if not (cast or low_out or (pre is not None) or isinstance(out, (tuple, list))):
@@ -327,11 +353,23 @@ class OpTracer:
                         call.casts.append(  # type: ignore[union-attr]
                             (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
                         )
-                if self.after_dispatch is not None:
+                if self.after_dispatch is not None and checked and not _own_dispatch(out):
                     self.after_dispatch(func, args, kwargs, out, pre, call)
         except Exception as exc:  # noqa: BLE001
             self.note_error(f"after {func}: {exc!r}")
         return out
+
+    def _check_now(self, func: Any, call: Call | None) -> bool:
+        """Whether the checks after an op (`after_dispatch`: overflow, underflow, absorption) run
+        this time: at every call of an op at one place of the snippet at first, then, in a loop,
+        at its 2**k-th calls. They cost ~140 us an op: a float16 accumulation loop of 100,000
+        steps (the classic "it stops at 256") ran out of the learners' 10 s explained, where it
+        takes 0.3 s. What they find persists once it happens (a sum stuck at 256 stays stuck, an
+        inf stays inf), so a loop's is still found, a little later than it began."""
+        key = (func, call.line if call is not None else None)
+        n = self._site_calls.get(key, 0) + 1
+        self._site_calls[key] = n
+        return n <= EVERY_CALL_CHECKED or not n & (n - 1)
 
     # recording
 

@@ -203,8 +203,8 @@ class ScalerMonitor:
                     break
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._in_step:
-            return
+        if self._in_step or torch.compiler.is_compiling():
+            return  # compiled, dynamo would trace this hook into the snippet's graph (and break it)
         try:
             scaled_lines = [ln for ln, scaled in self._backwards if scaled]
             if scaled_lines:
@@ -236,6 +236,9 @@ class ScalerMonitor:
 
         @functools.wraps(original)
         def wrapper(scaler: Any, *args: Any, **kwargs: Any) -> Any:
+            if torch._C._autograd._profiler_enabled() or torch.compiler.is_compiling():
+                # Its reads (`item()` of the scale) would be counted in the snippet's profile.
+                return original(scaler, *args, **kwargs)
             line = monitor.line_now()
             before: dict[str, Any] = {}
             try:
