@@ -10,6 +10,8 @@ fresh `python` prints: the explainer's own work is unseen by the snippet. Each s
   were profiled, and logged by the snippet's TorchFunctionMode;
 - recorded_warnings: a check re-running `torch.tensor(t)` added a warning to the snippet's
   `catch_warnings(record=True)`;
+- composite_ops_under_autocast: `F.bilinear`, `torch.linalg.pinv`, `torch.sparse.mm` computed in
+  float32 under the explainer's dispatch mode where autocast alone computes them in bfloat16;
 - accumulation_loop: 100,000 float16 additions (the classic "it stops at 256") ran out of the
   learners' 10 s explained, checked after every step; 0.3 s plainly.
 """
