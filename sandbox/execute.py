@@ -243,8 +243,9 @@ def _flush() -> None:
         pass
 
 
-def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
-    """Execute `code` as `__main__`; returns the in-process part of a RunResult as a dict."""
+def execute(code: str, *, explain: bool = False, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute `code` as `__main__` (in `namespace`, from `fresh_main.main_module`, made now if
+    not given); returns the in-process part of a RunResult as a dict."""
     lines = code.splitlines()
     linecache.cache[SNIPPET] = (len(code), None, [ln + "\n" for ln in lines], SNIPPET)
     recorder = WarningRecorder()
@@ -253,7 +254,7 @@ def execute(code: str, *, explain: bool = False) -> dict[str, Any]:
     warnings.showwarning = recorder
     explainer = None
     error: BaseException | None = None
-    globs = fresh_main.main_module()
+    globs = namespace if namespace is not None else fresh_main.main_module()
     try:
         compiled = compile(code, SNIPPET, "exec")
         if explain:
