@@ -5,6 +5,7 @@ standard library are imported. The parts:
 
 - `explainer`: the `Explainer` context manager, which installs the three below and builds the report;
 - `ops` (with `calls`): the op trace, each torch call's dtypes, shapes, snippet line and why;
+  `unseen`: how the trace keeps out of the snippet's sight (its output, warnings and modes);
 - `scaler`: GradScaler events and misuse; `hazards`: float16 overflow, underflow, absorption;
 - `summary`: the report's few plain sentences; `report`: the report's declared shape (TypedDicts).
 """

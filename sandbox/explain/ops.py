@@ -11,14 +11,13 @@ Runs in: the runner. Only torch and the standard library are imported.
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sandbox.explain.calls import (
     BACKWARD_NAMES,
@@ -37,6 +36,13 @@ from sandbox.explain.calls import (
     tensors_in,
 )
 from sandbox.explain.report import OpRecord
+from sandbox.explain.unseen import (
+    HANDING_OVER,
+    OwnWork,
+    caller_of,
+    decomposes_past_autocast,
+    own_dispatch,
+)
 from sandbox.frames import Caller, called_from, plain_call
 
 MAX_INPUTS = 6
@@ -61,72 +67,6 @@ _CAST_OPS = frozenset(
 # --- the tracer -------------------------------------------------------------------------------
 
 
-class _OwnWork:
-    """`with tracer.pause():` the explainer's own tensor work (its overflow checks, its reads of
-    dtypes and scales) runs untraced, and unseen by the snippet: by its dispatch modes (a
-    TorchDispatchMode that prints each op, torch's DebugMode), its function modes and tensor
-    subclasses' `__torch_function__` (they printed the checks' `abs`, `aminmax` and `item` after
-    every op of the snippet's, a `__get__` per dtype read), and its warnings (a check re-running
-    `torch.tensor(t)` added a warning to the snippet's `catch_warnings`). A tensor subclass's own
-    `__torch_dispatch__` would still see it: the explainer checks no such tensor
-    (`_own_dispatch`). A class, not a generator: it is entered around every low-precision op."""
-
-    __slots__ = ("functions", "modes", "shown", "tracer")
-
-    def __init__(self, tracer: OpTracer) -> None:
-        self.tracer = tracer
-        self.functions = torch._C.DisableTorchFunction()
-        self.modes: Any = None
-        self.shown: Any = None
-
-    def __enter__(self) -> None:
-        self.tracer.paused += 1
-        self.functions.__enter__()
-        if torch._C._len_torch_dispatch_stack():
-            self.modes = _disable_current_modes()
-            self.modes.__enter__()
-        # Shown (or recorded) through this hook, which Python looks up at each warning: the
-        # filters, and so the snippet's own record of what it was shown, are left alone.
-        self.shown, warnings._showwarnmsg = warnings._showwarnmsg, _shown_to_no_one  # type: ignore[attr-defined]
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]
-            if self.modes is not None:
-                self.modes.__exit__(*exc)
-        finally:
-            self.functions.__exit__(*exc)
-            self.tracer.paused -= 1
-
-
-def _shown_to_no_one(_message: Any) -> None:
-    pass
-
-
-_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
-DECOMPOSED_PAST_AUTOCAST = frozenset(
-    {"bilinear", "linalg_pinv", "linalg_svdvals", "linalg_eigvalsh", "linalg_cond", "_sparse_mm", "_sparse_addmm"}
-)
-"""Ops (by the torch function's name) that autocast reaches only inside torch's decomposition of
-them, and that any Python dispatch mode (the explainer's ops trace) puts out of its reach: under
-autocast they computed in float32 where the snippet alone computes in bfloat16 (other digits,
-another dtype). Found on torch 2.13 by running torch's samples of each of its ops (702) under
-CPU autocast with and without a dispatch mode that does nothing; other composite ops (`einsum`,
-`tensordot`) print the same either way. Their own ops are not traced (`_decomposes_past_autocast`)."""
-
-
-def _decomposes_past_autocast(func: Any) -> bool:
-    return getattr(func, "__name__", None) in DECOMPOSED_PAST_AUTOCAST
-
-
-def _own_dispatch(x: Any) -> bool:
-    """A tensor subclass with a `__torch_dispatch__` of its own (a logging or wrapper tensor): it
-    would see every op the explainer's checks ran on it, and a wrapper may not run them at all."""
-    return isinstance(x, torch.Tensor) and type(x).__torch_dispatch__ is not _PLAIN_DISPATCH
-
-
-
-
 class _FunctionMode(TorchFunctionMode):
     def __init__(self, tracer: OpTracer) -> None:
         super().__init__()
@@ -146,38 +86,12 @@ class _FunctionMode(TorchFunctionMode):
         # Called from a stand-in for the snippet's frame (or torch's, for its internal calls), so
         # a warning torch raises "at its caller" is where a fresh `python` puts it.
         caller = sys._getframe(1)
-        if caller.f_code is _HANDING_OVER:  # a Python function of torch's handed the call over
-            caller = _caller(func, caller)
+        if caller.f_code is HANDING_OVER:  # a Python function of torch's handed the call over
+            caller = caller_of(func, caller)
         call = called_from(caller)
         if NAMES.get(func, "") is None:
             return call(func, args, kwargs)
         return self.tracer.on_function(func, args, kwargs, call)
-
-
-_HANDING_OVER = torch.overrides.handle_torch_function.__code__
-
-
-def _caller(func: Any, frame: FrameType) -> FrameType:
-    """The frame that called the torch function `func`, given the frame that called its
-    `__torch_function__`: that frame itself for torch's C functions (`torch.tensor`, a tensor's
-    `.grad`); for its Python ones (`F.softmax`, `Tensor.backward`) the frame beyond the function's
-    own, which handed the call over (`handle_torch_function`), and any wrapper of it."""
-    if frame.f_back is None:
-        return frame
-    own = set()
-    try:
-        for _ in range(100):  # the function and what it wraps (functools.wraps); a cycle ends here
-            if func is None:
-                break
-            if (code := getattr(func, "__code__", None)) is not None:
-                own.add(code)
-            func = getattr(func, "__wrapped__", None)
-    except Exception:  # noqa: BLE001, S110 - a snippet's function whose attributes raise: its own frame is still known
-        pass
-    f = frame.f_back  # the function's own frame
-    while f.f_back is not None and f.f_back.f_code in own:
-        f = f.f_back
-    return f.f_back or f
 
 
 class _DispatchMode(TorchDispatchMode):
@@ -240,9 +154,9 @@ class OpTracer:
             except Exception as exc:  # noqa: BLE001 - a mode stack the snippet broke
                 self.note_error(f"could not remove {type(mode).__name__}: {exc}")
 
-    def pause(self) -> _OwnWork:
-        """Let the explainer's own tensor work run untraced, and unseen by the snippet (`_OwnWork`)."""
-        return _OwnWork(self)
+    def pause(self) -> OwnWork:
+        """Let the explainer's own tensor work run untraced, and unseen by the snippet (`OwnWork`)."""
+        return OwnWork(self)
 
     def note_error(self, message: str) -> None:
         if len(self.errors) < 3:
@@ -273,7 +187,7 @@ class OpTracer:
         call, before, direct, watch = plan
         name = call.name
         push = watch and self._dispatch_depth == 0 and self._dispatch_mode is not None
-        if push and before is not None and before[1][1] is not None and _decomposes_past_autocast(func):
+        if push and before is not None and before[1][1] is not None and decomposes_past_autocast(func):
             push = False  # watched, it would compute in float32 what autocast computes in low precision
         self.stack.append(call)
         if push:
@@ -290,7 +204,7 @@ class OpTracer:
         if direct and before is not None:
             if name in BACKWARD_NAMES or first_tensor(out) is not None:
                 self._safe_record(call, before, out, None)
-            if self.after_call is not None and not _own_dispatch(first_tensor(out)):
+            if self.after_call is not None and not own_dispatch(first_tensor(out)):
                 try:
                     with self.pause():
                         self.after_call(call, func, args, kwargs, out)
@@ -338,7 +252,7 @@ class OpTracer:
         pre = None
         before = self.before_dispatch
         call = self.stack[-1] if self.stack else None
-        checked = not (args and _own_dispatch(args[0])) and self._check_now(func, call)
+        checked = not (args and own_dispatch(args[0])) and self._check_now(func, call)
         if (
             before is not None
             and checked
@@ -368,7 +282,7 @@ class OpTracer:
                         call.casts.append(  # type: ignore[union-attr]
                             (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
                         )
-                if self.after_dispatch is not None and checked and not _own_dispatch(out):
+                if self.after_dispatch is not None and checked and not own_dispatch(out):
                     self.after_dispatch(func, args, kwargs, out, pre, call)
         except Exception as exc:  # noqa: BLE001
             self.note_error(f"after {func}: {exc!r}")
