@@ -103,10 +103,11 @@ def _snippet_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return [f for f in frames if f.filename == SNIPPET and f.name != STAND_IN]
 
 
-def _exception_text(exc: BaseException, limit: int) -> str:
-    """One exception as Python prints it, with only the snippet's frames, and its notes (as
-    Python prints a note that is not a string), within `limit` characters."""
-    frames = _snippet_frames(exc)
+def _exception_text(exc: BaseException, limit: int, frames: list[traceback.FrameSummary] | None = None) -> str:
+    """One exception as Python prints it, with only the snippet's frames (`frames`, when they were
+    read already), and its notes (as Python prints a note that is not a string), within `limit`
+    characters."""
+    frames = _snippet_frames(exc) if frames is None else frames
     text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) if frames else ""
     message = _safe_str(exc)
     text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
@@ -116,11 +117,12 @@ def _exception_text(exc: BaseException, limit: int) -> str:
     return clean(text, limit)
 
 
-def _chain_text(exc: BaseException) -> str:
-    """The exception and those it was raised from or while handling, oldest first, as Python
-    prints them: shown as the last alone, `raise RuntimeError(...) from err` lost its cause.
-    The last one is shown whole (within `MAX_TEXT`); the older ones as far as room is left."""
-    text = _exception_text(exc, MAX_TEXT - 200)
+def _chain_text(exc: BaseException, frames: list[traceback.FrameSummary]) -> str:
+    """The exception (whose snippet frames are `frames`) and those it was raised from or while
+    handling, oldest first, as Python prints them: shown as the last alone, `raise
+    RuntimeError(...) from err` lost its cause. The last one is shown whole (within `MAX_TEXT`);
+    the older ones as far as room is left."""
+    text = _exception_text(exc, MAX_TEXT - 200, frames)
     seen = {id(exc)}
     while len(seen) <= MAX_CHAINED:
         if (cause := _CAUSE_OF(exc)) is not None:
@@ -154,7 +156,7 @@ def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
     return {
         "type": _qualified(exc),
         "message": _safe_str(exc),
-        "traceback": clean(_chain_text(exc)),
+        "traceback": clean(_chain_text(exc, frames)),
         "line": line,
         "source_line": source,
     }
