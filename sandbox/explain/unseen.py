@@ -39,23 +39,36 @@ class OwnWork:
         self.shown: Any = None
 
     def __enter__(self) -> None:
+        # Shown (or recorded) through this hook, which Python looks up at each warning: the
+        # filters, and so the snippet's own record of what it was shown, are left alone. A
+        # snippet may have deleted it (Python then prints by itself): it is put back as it was.
+        self.shown = vars(warnings).get("_showwarnmsg", _ABSENT)
+        warnings._showwarnmsg = _shown_to_no_one  # type: ignore[attr-defined]
         self.tracer.paused += 1
         self.functions.__enter__()
-        if torch._C._len_torch_dispatch_stack():
-            self.modes = _disable_current_modes()
-            self.modes.__enter__()
-        # Shown (or recorded) through this hook, which Python looks up at each warning: the
-        # filters, and so the snippet's own record of what it was shown, are left alone.
-        self.shown, warnings._showwarnmsg = warnings._showwarnmsg, _shown_to_no_one  # type: ignore[attr-defined]
+        try:
+            if torch._C._len_torch_dispatch_stack():
+                self.modes = _disable_current_modes()
+                self.modes.__enter__()
+        except BaseException:  # a mode stack the snippet broke: nothing of this stays on
+            self.modes = None
+            self.__exit__(None, None, None)
+            raise
 
     def __exit__(self, *exc: object) -> None:
         try:
-            warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]
             if self.modes is not None:
                 self.modes.__exit__(*exc)
         finally:
             self.functions.__exit__(*exc)
             self.tracer.paused -= 1
+            if self.shown is _ABSENT:
+                vars(warnings).pop("_showwarnmsg", None)
+            else:
+                warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]
+
+
+_ABSENT = object()
 
 
 def _shown_to_no_one(_message: Any) -> None:

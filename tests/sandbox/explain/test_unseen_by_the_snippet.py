@@ -12,6 +12,8 @@ fresh `python` prints: the explainer's own work is unseen by the snippet. Each s
   `catch_warnings(record=True)`;
 - composite_ops_under_autocast: `F.bilinear`, `torch.linalg.pinv`, `torch.sparse.mm` computed in
   float32 under the explainer's dispatch mode where autocast alone computes them in bfloat16;
+- warnings_hook_deleted: a snippet that deleted `warnings._showwarnmsg` broke the explainer's
+  pause half-way, and its tensor subclass's `__torch_function__` stayed off for the rest of the run;
 - accumulation_loop: 100,000 float16 additions (the classic "it stops at 256") ran out of the
   learners' 10 s explained, checked after every step; 0.3 s plainly.
 """
