@@ -23,6 +23,7 @@ from app.bank.schema import (
     MultipleChoiceQuestion,
     PredictOutputQuestion,
     Tolerance,
+    correct_choices,
 )
 
 if TYPE_CHECKING:
@@ -187,10 +188,6 @@ def grade_output(question: PredictOutputQuestion, submitted: str) -> bool:
     return tolerance is not None and any(within_tolerance(said, a, tolerance) for a in accepted)
 
 
-def correct_choices(question: MultipleChoiceQuestion) -> set[int]:
-    return {i for i, choice in enumerate(question.choices) if choice.correct}
-
-
 def grade_choices(question: MultipleChoiceQuestion, picked: set[int]) -> bool:
     """Right only when exactly the correct choices are picked (all of them, and nothing else)."""
     return set(picked) == correct_choices(question)
@@ -215,11 +212,6 @@ def picked_at(positions: list[int] | None, order: list[int] | None) -> list[int]
     if positions is None or order is None:
         return positions
     return [order[p] if 0 <= p < len(order) else p for p in positions]
-
-
-def multiple_answers(question: MultipleChoiceQuestion) -> bool:
-    """Checkboxes ("pick every right answer") rather than radio buttons."""
-    return len(correct_choices(question)) > 1
 
 
 class AnswerError(ValueError):

@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from app import review
+from app.bank.index import BankIndex, index_of
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
-from app.bank_index import BankIndex, index_of
-from app.public_question import title_of
-from app.store_rows import AttemptRow, CardRow, LearnerData
-from app.tables import as_utc
+from app.bank.public import title_of
+from app.store.rows import AttemptRow, CardRow, LearnerData
+from app.store.tables import as_utc
 
 STATUSES = ("new", "right", "wrong", "due")
 

@@ -273,9 +273,9 @@ async def learner(conn: Connection, order: Iterator[dict], budget: list[int], r:
 
 
 def web_pids(root: int) -> list[int]:
-    """The server's web processes: with `serve --processes N`, those its `app.web.preload` child
+    """The server's web processes: with `serve --processes N`, those its `app.web.server.preload` child
     forked; with one, the serve process itself."""
-    workers = [pid for parent in _children(root) if b"app.web.preload" in _cmdline(parent) for pid in _children(parent)]
+    workers = [pid for parent in _children(root) if b"app.web.server.preload" in _cmdline(parent) for pid in _children(parent)]
     return workers or [root]
 
 

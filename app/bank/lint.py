@@ -73,7 +73,7 @@ _NO_WARNING = re.compile(r"\bsilently\b|\bno warnings?\b|without (?:a |any )?war
 
 def words_against_key(q: MultipleChoiceQuestion) -> list[str]:
     """`_words_against_outcomes` of the right choices alone: the live server holds such a key back
-    (`app.proofs`), since a learner is graded right for picking words the run contradicts."""
+    (`app.verify.proofs`), since a learner is graded right for picking words the run contradicts."""
     return _words_against_outcomes(q, right_only=True)
 
 

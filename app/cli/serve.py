@@ -2,7 +2,7 @@
 `AMPQUIZ_*`.
 
 With several processes (the default: one per core) the processes share one port, and one sandbox
-pool: this process starts it (`app.runs.pool_host`) while `app.web.preload` starts them, and hands
+pool: this process starts it (`app.runs.pool_host`) while `app.web.server.preload` starts them, and hands
 them its socket as `AMPQUIZ_WORKERS_URL`. With `AMPQUIZ_WORKERS_URL=nats://…` no sandbox starts
 here at all.
 """
@@ -46,8 +46,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "host": settings.host, "port": settings.port, "log_level": args.log_level,
         "access_log": not args.no_access_log, "timeout_graceful_shutdown": 5,
         # Each connection with a deadline to send its request, a bound per address and one on its
-        # requests (see app.web.connections: named, not imported, as nothing here imports the app).
-        "http": "app.web.connections:BoundedConnection",
+        # requests (see app.web.server.connections: named, not imported, as nothing here imports the app).
+        "http": "app.web.server.connections:BoundedConnection",
         # Whose X-Forwarded-For names the client: only the proxies the settings name (uvicorn
         # trusted 127.0.0.1's by default, so a local proxy passing the header on let any client
         # pick the address its shares count against).
@@ -90,8 +90,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _database_problem(url: str) -> str | None:
     """Opens the database (making its tables where they are missing): None, or why it cannot be
     opened, in a line, instead of a traceback from every process."""
-    from app.database import UNOPENABLE, unopenable
     from app.store import Store
+    from app.store.database import UNOPENABLE, unopenable
 
     try:
         Store(url).close()
@@ -128,14 +128,14 @@ def _stop(*_: object) -> None:
 
 
 def _serve_processes(settings: object, processes: int, common: dict, banner: str) -> int:
-    """The web processes are forked by a process of their own (`app.web.preload`), which imports
+    """The web processes are forked by a process of their own (`app.web.server.preload`), which imports
     the web app and reads the bank once for all of them, and keeps them alive. Each builds its
     app from the environment (`create_app` reads `AMPQUIZ_*`), so what they must share goes there
     first. The pool starts before anything else: its torch import is the longest part of
     start-up, and no process can answer before it is done. Nothing here imports the web app."""
     from app.runs.pool_host import PoolHost
     from app.settings import Settings
-    from app.web.preload import BANNER_ENV, GO, NOT_LISTENING, STARTUP_FAILED, UVICORN_ENV
+    from app.web.server.preload import BANNER_ENV, GO, NOT_LISTENING, STARTUP_FAILED, UVICORN_ENV
 
     assert isinstance(settings, Settings)
     host = web = database = None
@@ -152,12 +152,12 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         for name in ("host", "port"):  # flags given on the command line reach the processes too
             os.environ[Settings.env_name(name)] = str(getattr(settings, name))
         cpus = _startup_cpus() if host is not None else None
-        if cpus:  # read by `app.web.process`
+        if cpus:  # read by `app.web.server.process`
             os.environ["_AMPQUIZ_STARTUP_CPUS"] = ",".join(map(str, sorted(cpus)))
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
         os.environ[BANNER_ENV] = banner  # said there once the port is held
-        web = subprocess.Popen([sys.executable, "-m", "app.web.preload"], stdin=subprocess.PIPE)
+        web = subprocess.Popen([sys.executable, "-m", "app.web.server.preload"], stdin=subprocess.PIPE)
         # The database's tables, made here while the web app is imported there; the web
         # processes are forked once this says the database is open (`preload.GO`).
         database = _database_problem(settings.database_url)
@@ -189,7 +189,7 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         if failure:
             print(f"ampquiz serve: {failure}", file=sys.stderr)
             return 1
-    if code == STARTUP_FAILED:  # a web process said why (`app.web.process`)
+    if code == STARTUP_FAILED:  # a web process said why (`app.web.server.process`)
         print("ampquiz serve: stopped, as the web processes could not start (why is above)", file=sys.stderr)
         return 1
     if code == NOT_LISTENING:  # uvicorn said why (a port in use, say)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from markdown_it import MarkdownIt
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
-from app.grading import accepted_outputs, correct_choices, describe_tolerance
-from app.public_question import title_of
+from app.bank.public import title_of
+from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, correct_choices
+from app.grading import accepted_outputs, describe_tolerance
 
 ProofLine = Callable[[LoadedQuestion], str]
 """What proved a question's key, as one line: "Answer verified by running on CPU · torch …"."""

@@ -13,12 +13,11 @@ proof line are the general feedback (`####`).
 from __future__ import annotations
 
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion
+from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.export import common
 from app.export.common import ProofLine
 from app.export.moodle import shortanswer_text
 from app.export.proof import committed_proof_lines
-from app.grading import multiple_answers
 
 SPECIAL = "\\~=#{}:"
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
-from app.bank.schema import MultipleChoiceQuestion
+from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.export import common
 from app.export.common import ProofLine
 from app.export.proof import committed_proof_lines
-from app.grading import multiple_answers
 
 PENALTY = "0.3333333"
 

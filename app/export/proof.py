@@ -61,7 +61,7 @@ def without_contradicted_keys(bank: Bank) -> tuple[Bank, list[str]]:
             words = words_against_key(loaded.question) if isinstance(loaded.question, MultipleChoiceQuestion) else []
             if said is not None:
                 left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: {said.label}")
-            elif words:  # the live server holds these back too (`app.proofs`)
+            elif words:  # the live server holds these back too (`app.verify.proofs`)
                 left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: the right choice's words disagree with its outcome: {words[0]}")
             else:
                 kept.append(loaded)

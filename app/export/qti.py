@@ -21,11 +21,15 @@ import xml.etree.ElementTree as ET
 import zipfile
 
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
+from app.bank.schema import (
+    MultipleChoiceQuestion,
+    PredictOutputQuestion,
+    correct_choices,
+    multiple_answers,
+)
 from app.export import common
 from app.export.common import ProofLine
 from app.export.proof import committed_proof_lines
-from app.grading import correct_choices, multiple_answers
 
 QTI = "http://www.imsglobal.org/xsd/imsqti_v2p1"
 QTI_XSD = "http://www.imsglobal.org/xsd/qti/qtiv2p1/imsqti_v2p1.xsd"

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from app.bank.load import LoadedQuestion
-from app.live_bank import files_signature
 from app.mutate.apply import mutants_of
 from app.mutate.freshness import rules_version
 from app.mutate.rules import rule as rule_named
+from app.verify.live_bank import files_signature
 from app.verify.record import (
     MutantRecord,
     code_hash,
@@ -129,7 +129,7 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
 
 class RecordedMutants:
     """A bank folder's mutant records, read again when their files change (checked every few
-    seconds, as `app.live_bank` does for the bank)."""
+    seconds, as `app.verify.live_bank` does for the bank)."""
 
     def __init__(self, bank_root: Path, *, check_every_s: float = 2.0) -> None:
         self.root = Path(bank_root)

@@ -1,7 +1,7 @@
 """The web layer, and the only package that imports FastAPI, Starlette or Jinja2.
 
-`factory.create_app(settings)` builds the app. `api` is the JSON API, `pages` the learner's pages,
-`playground` the editor that runs code, `health` /healthz; `deps` declares the dependencies once,
-`middleware` the ASGI middleware, `errors` the one error path, `render` Markdown, code and
-templates (`templates/`, `static/`), `state` what one app instance holds.
+`factory.create_app(settings)` builds the app; `state` is what one app instance holds, `deps` the
+dependencies declared once, `errors` the one error path. `routes/` holds the handlers (parse, call a
+use case, render), `rendering/` Markdown, code and templates (`templates/`, `static/`), and
+`server/` how the app is served: processes, connections, middleware, page threads.
 """

@@ -14,6 +14,7 @@ reach N times the rate, as it can N times the connections.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections.abc import Callable
@@ -82,3 +83,17 @@ class AnswerRate:
         if len(self.buckets) > BUCKETS_KEPT:
             for key in list(self.buckets)[: len(self.buckets) // 2]:
                 del self.buckets[key]
+
+
+def address_key(host: str) -> str:
+    """Whose share an address is: itself, or for IPv6 its /64 (a client is given a whole /64 and
+    may use any address in it, a fresh share each)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)

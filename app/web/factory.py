@@ -16,23 +16,32 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app.live_bank import LiveBank
-from app.proofs import ProofBook, Prover
-from app.question_runs import QuestionRuns
 from app.runs import Runs, open_runs
 from app.runs.local import LocalRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
-from app.web import api, health, interview, interviewer, pages, playground, review_session, studio
+from app.verify.live_bank import LiveBank
+from app.verify.proofs import ProofBook, Prover
+from app.verify.question_runs import QuestionRuns
 from app.web.answer_rate import AnswerRate
-from app.web.docs import has_local_docs, mount_docs
 from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
 from app.web.page_threads import PageThreads
-from app.web.render import make_templates
+from app.web.rendering.render import make_templates
+from app.web.routes import (
+    api,
+    health,
+    interview,
+    interviewer,
+    pages,
+    playground,
+    review_session,
+    studio,
+)
+from app.web.routes.docs import has_local_docs, mount_docs
+from app.web.routes.static_files import VersionedStaticFiles
 from app.web.state import WebState
-from app.web.static_files import VersionedStaticFiles
 
 log = logging.getLogger("ampquiz.web")
 

@@ -20,18 +20,17 @@ from app import review
 from app.bank.load import Bank, LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion
 from app.grading import GradedAnswer, choice_order, grade, picked_at
-from app.live_bank import LiveBank
 from app.progress import Standing
-from app.proofs import Proof, ProofBook
-from app.question_runs import QuestionRuns
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
-from app.web.answer_rate import AnswerRate, TooManyAnswers
-from app.web.connections import address_key
+from app.verify.live_bank import LiveBank
+from app.verify.proofs import Proof, ProofBook
+from app.verify.question_runs import QuestionRuns
+from app.web.answer_rate import AnswerRate, TooManyAnswers, address_key
 from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
-from app.web.fragments import SharedFragments
 from app.web.page_threads import PageThreads
+from app.web.rendering.fragments import SharedFragments
 
 log = logging.getLogger("ampquiz.web")
 
@@ -78,7 +77,7 @@ class WebState:
         return found
 
     def proof(self, loaded: LoadedQuestion) -> Proof:
-        """What proved this question's key here (see app.proofs); only a proved key is graded."""
+        """What proved this question's key here (see app.verify.proofs); only a proved key is graded."""
         return self.proofs.proof(loaded, self.live_bank.records)
 
     def verification_labels(self, loaded: LoadedQuestion) -> list[dict[str, str]]:

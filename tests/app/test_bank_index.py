@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.bank import load_bank
-from app.bank_index import index_of
+from app.bank.index import index_of
 from tests.support.cli import REPO
 
 

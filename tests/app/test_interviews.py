@@ -498,7 +498,7 @@ async def test_a_slow_read_of_an_interview_holds_up_no_other_request(web: Web) -
 async def test_a_question_keeps_a_bounded_number_of_runs(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each run is an event holding its code, read by every page of the interview: a candidate's
     loop grew the log, and each page, without end."""
-    from app.web import interview as interview_routes
+    from app.web.routes import interview as interview_routes
 
     monkeypatch.setattr(interview_routes, "RUNS_PER_QUESTION", 2)
     async with web.client() as client:

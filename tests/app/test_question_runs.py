@@ -1,4 +1,4 @@
-"""`app.question_runs.QuestionRuns`: each question's run, shared by every learner."""
+"""`app.verify.question_runs.QuestionRuns`: each question's run, shared by every learner."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import PredictOutputQuestion
-from app.question_runs import QuestionRuns
+from app.verify.question_runs import QuestionRuns
 from sandbox import RunResult
 
 pytestmark = pytest.mark.anyio

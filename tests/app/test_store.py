@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.driver_statements import DriverQuery
 from app.store import ReviewUpdate, Store
+from app.store.driver_statements import DriverQuery
 from tests.support.postgres import drop_connections
 
 
@@ -266,7 +266,7 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
     assert last_answer() == second.id
 
     # stored as SQLAlchemy stores the same values (SQLite: the same text for the time)
-    from app.store_sql import ATTEMPTS
+    from app.store.sql import ATTEMPTS
 
     values = {"learner_id": "cy", "question_id": "q9", "set_id": "s", "topic": "scaler", "kind": "predict_output",
               "answer": '"torch.float16"', "correct": False, "created_at": when, "fingerprint": "v1",
@@ -341,9 +341,9 @@ def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
 
     from sqlalchemy.exc import OperationalError
 
-    import app.database
+    import app.store.database
 
-    monkeypatch.setattr(app.database, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(app.store.database, "CONNECT_TIMEOUT_S", 2)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; no one answers
         url = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
         for given, limit, environment in [(url, 2, None), (url + "?connect_timeout=4", 4, None), (url, 3, "3")]:

@@ -242,7 +242,7 @@ def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browse
     """On a phone a long code line wraps; its continuation started at column 0, so inside an `if`
     it read as a statement outside it (a newcomer's walk). It now starts deeper than the line's own
     indentation (the class `i8`: indented by 8 spaces, set by the server's highlighting)."""
-    from app.web.code_html import highlight
+    from app.web.rendering.code_html import highlight
 
     line = "        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)"
     assert '<span id="L-2" class="i8">' in highlight("if True:\n" + line + "\n")
@@ -274,7 +274,7 @@ def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(brow
     """A dotted call is one word to the browser: on a phone it moved whole under the line's number,
     which stood alone on its row, then broke inside a name (`model.weig` / `ht.grad`), a newcomer's
     walk. It now breaks after a dot, a bracket or a comma, starting on the number's row."""
-    from app.web.code_html import highlight
+    from app.web.rendering.code_html import highlight
 
     line = "print(torch.count_nonzero(model.weight.grad).item(), torch.count_nonzero(model.bias.grad).item())"
     html = str(highlight(line + "\n"))

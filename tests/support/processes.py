@@ -93,7 +93,7 @@ def children(pid: int, running: str = "") -> list[int]:
 
 
 def web_processes(serve: int) -> list[int]:
-    """The web processes of `serve --processes N` (pid `serve`): those its `app.web.preload`
+    """The web processes of `serve --processes N` (pid `serve`): those its `app.web.server.preload`
     child forked."""
-    return [pid for parent in children(serve, "app.web.preload") for pid in children(parent)]
+    return [pid for parent in children(serve, "app.web.server.preload") for pid in children(parent)]
 

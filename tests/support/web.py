@@ -28,7 +28,7 @@ from app.bank.load import load_bank
 from app.settings import Settings
 from app.verify.record import Record, question_hash, record_name
 from app.web.factory import create_app
-from app.web.studio.auth import COOKIE as STUDIO_COOKIE
+from app.web.routes.studio.auth import COOKIE as STUDIO_COOKIE
 from sandbox import Sandbox
 
 BANK = {

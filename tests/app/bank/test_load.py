@@ -64,7 +64,7 @@ def test_keys_no_one_could_type_are_warned_about(number: str, hard: bool) -> Non
 
 
 def test_the_live_bank_keeps_what_it_served_when_a_newer_file_takes_an_id(tmp_path: Path) -> None:
-    from app.live_bank import LiveBank
+    from app.verify.live_bank import LiveBank
 
     write(tmp_path, "b-served.yaml", one_question("shared-id", "SERVED"), 1_000_000_000)
     live = LiveBank(tmp_path, check_every_s=0)
@@ -113,7 +113,7 @@ def test_a_web_process_starts_from_the_preloaded_bank_and_reads_only_changed_fil
     """What `serve --processes N` reads once before forking its web processes: a bank of that
     folder starts from it, and reads again only the file changed since; another folder's does not."""
     from app.bank import load
-    from app.live_bank import _PRELOADED, LiveBank, preload
+    from app.verify.live_bank import _PRELOADED, LiveBank, preload
 
     bank = tmp_path / "bank"
     bank.mkdir()

@@ -1,4 +1,4 @@
-"""`app.proofs.ProofBook`: which keys the live server grades, and on what proof."""
+"""`app.verify.proofs.ProofBook`: which keys the live server grades, and on what proof."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.bank.load import LoadedQuestion
 from app.bank.schema import PredictOutputQuestion
-from app.proofs import ProofBook
+from app.verify.proofs import ProofBook
 from app.verify.record import Record, question_hash
 
 CPU = {"device_kind": "cpu", "torch_version": "2.13.0"}

@@ -1,4 +1,4 @@
-"""`app.web.connections`: what serve's connections bound that uvicorn alone does not (a real uvicorn
+"""`app.web.server.connections`: what serve's connections bound that uvicorn alone does not (a real uvicorn
 on a real socket, in a thread, with the bounds made small enough to reach in a test)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from app.web import connections
-from app.web.connections import BoundedConnection, address_key
+from app.web.answer_rate import address_key
+from app.web.server import connections
+from app.web.server.connections import BoundedConnection
 from tests.support.server import free_port
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.bank import load_bank
-from app.public_question import title_of
+from app.bank.public import title_of
 from tests.support.web import Web, form_at
 
 pytestmark = pytest.mark.anyio
@@ -282,7 +282,7 @@ async def test_a_set_added_while_the_server_runs_is_served(web: Web) -> None:
 def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
     """Explanations come from another process and another engineer's module: any missing or odd
     key must leave the rest of the result readable."""
-    from app.web.render import make_templates
+    from app.web.rendering.render import make_templates
 
     run = {
         "status": "ok",
@@ -301,7 +301,7 @@ def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
 
 def test_a_hazards_line_op_and_message_read_as_words_apart() -> None:
     """The templates trim the newline after a block tag: "line 14Tensor.backward" (a newcomer's walk)."""
-    from app.web.render import make_templates
+    from app.web.rendering.render import make_templates
 
     run = {"status": "ok", "stdout": "", "stderr": "", "exception": None, "warnings": [], "duration_ms": 1.0,
            "environment": {}, "message": "",
@@ -314,7 +314,7 @@ def test_a_hazards_line_op_and_message_read_as_words_apart() -> None:
 def test_a_raised_exception_is_told_once_in_its_own_box() -> None:
     """A playground run that raised said so three times: the run's message, the exception's box and
     the first line of "What happened" (a newcomer's walk). The box says it; the rest still shows."""
-    from app.web.render import make_templates
+    from app.web.rendering.render import make_templates
 
     run = {"status": "error", "stdout": "", "stderr": "", "warnings": [], "duration_ms": 1.0, "environment": {},
            "message": "The snippet raised ValueError on line 4.",
@@ -329,7 +329,7 @@ def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
     """Pages read a run's report (dicts) as `value.name`, by the key at once: a key is its value,
     a dict method's name is still the method even where a key has that name, and a missing key
     is undefined (nothing shown, not an error)."""
-    from app.web.render import make_templates
+    from app.web.rendering.render import make_templates
 
     env = make_templates().env
     report = {"kind": "autocast", "items": "a key named like a method", "count": 0}
@@ -343,7 +343,7 @@ def test_pages_escape_what_they_show_as_markupsafe_does() -> None:
     undefined value writes nothing, and `{% autoescape false %}` turns escaping off."""
     from markupsafe import Markup, escape
 
-    from app.web.render import make_templates
+    from app.web.rendering.render import make_templates
 
     env = make_templates().env
 
@@ -476,7 +476,7 @@ def test_history_times_are_written_in_utc_whatever_zone_they_come_in() -> None:
     """One instant in two zones is one cache key: what is written must not depend on the zone."""
     from datetime import timedelta, timezone
 
-    from app.web.render import iso, utc_minute
+    from app.web.rendering.render import iso, utc_minute
 
     new_york = datetime(2026, 11, 26, 6, 45, tzinfo=timezone(timedelta(hours=-5)))
     for at in (new_york, new_york.astimezone(UTC)):

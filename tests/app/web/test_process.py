@@ -1,7 +1,7 @@
-"""`app.web.process`, what each process of `serve --processes N` imports: it starts on the cores
+"""`app.web.server.process`, what each process of `serve --processes N` imports: it starts on the cores
 `serve` names, with no cyclic garbage collection, and has every core and the collector back
 once its app is built (a real process; about two seconds). `serve --processes N`'s web
-processes are forked by `app.web.preload`, which keeps them alive."""
+processes are forked by `app.web.server.preload`, which keeps them alive."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from tests.support.server import BANK, Server
 
 CHILD = """
 import gc, json, os
-import app.web.process as process
+import app.web.server.process as process
 during = (sorted(os.sched_getaffinity(0)), gc.isenabled())
 process.create_app()
 print(json.dumps({"during": during, "after": (sorted(os.sched_getaffinity(0)), gc.isenabled())}))
@@ -49,7 +49,7 @@ def test_a_web_process_starts_on_the_cores_it_is_given_and_then_has_them_all(tmp
 
 
 def _is_web_process(pid: int) -> bool:
-    return "app.web.preload" in cmdline(pid)  # forked from it: the same command line
+    return "app.web.server.preload" in cmdline(pid)  # forked from it: the same command line
 
 
 def _wait_for(what: str, check, seconds: float = 30.0):  # type: ignore[no-untyped-def]
@@ -117,7 +117,7 @@ def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed
     for _ in range(20):  # whichever process takes the connection, each answers
         assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
-    parent = children(server.proc.pid, "app.web.preload")
+    parent = children(server.proc.pid, "app.web.server.preload")
     server.proc.kill()
     server.proc.wait()
     _gone(now + parent)
@@ -132,7 +132,7 @@ def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(two_pr
     web = _two_web_processes(server)
     zygotes = children(server.proc.pid, "sandbox.zygote")
     assert zygotes
-    (parent,) = children(server.proc.pid, "app.web.preload")
+    (parent,) = children(server.proc.pid, "app.web.server.preload")
     os.kill(parent, signal.SIGKILL)
     assert server.proc.wait(timeout=30) == 1
     assert "the web processes' parent ended (signal 9)" in server.log.read_text()
@@ -161,7 +161,7 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
         assert second.stderr.splitlines()[-1] == f"ampquiz serve: cannot serve on {server.url}/ (why is above)", second.stderr
     assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
-    parent = children(server.proc.pid, "app.web.preload")
+    parent = children(server.proc.pid, "app.web.server.preload")
     server.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)  # (two signals much closer than this are taken as one)
     server.proc.send_signal(signal.SIGTERM)  # asked again while stopping: the stop goes on
@@ -267,7 +267,7 @@ def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_st
                                     cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         try:
             def waiting_to_be_told() -> list[int]:
-                return [pid for pid in children(proc.pid, "app.web.preload")
+                return [pid for pid in children(proc.pid, "app.web.server.preload")
                         if "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()]  # fmt: skip
 
             (parent,) = _wait_for("the web processes' parent waiting for serve's word", waiting_to_be_told, 90)
@@ -294,7 +294,7 @@ def test_a_keep_alive_connection_is_closed_after_100_requests_so_a_class_spreads
     a new one, which the process with time to spare takes. No request is cut on the way."""
     import http.client
 
-    from app.web.connections import REQUESTS_PER_CONNECTION
+    from app.web.server.connections import REQUESTS_PER_CONNECTION
 
     server = two_processes
     server.start()

@@ -1,0 +1,56 @@
+"""An interview as its links reach it: found by the candidate's token or the interviewer's (each
+looked up only among its own kind, so one never opens the other's routes), its events read, and
+new ones recorded and fanned out to the interviewer's live page (`app.interview.live`). The
+candidate's routes (`app.web.routes.interview`) and the interviewer's (`app.web.routes.interviewer`) share it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from app.interview import model
+from app.interview.live import Hub
+from app.web.errors import NotFound
+from app.web.rendering.render import in_thread
+from app.web.state import WebState
+
+GONE = "This interview link does not work: it is unknown, or it was revoked."
+
+
+def live_hub(request: Request) -> Hub:
+    """The app's live channel for interviews, made on first use (one per app)."""
+    hub = getattr(request.app.state, "interview_hub", None)
+    if hub is None:
+        hub = request.app.state.interview_hub = Hub()
+    return hub
+
+
+async def record(
+    request: Request, state: WebState, interview: model.Interview, kind: str, data: dict[str, Any]
+) -> None:
+    """Stores an event of the interview, then sends it to its interviewer's live page."""
+    assert interview.id is not None
+    await live_hub(request).record(state.store, interview.id, kind, data)
+
+
+async def by_candidate_token(state: WebState, token: str) -> model.Interview:
+    found = await in_thread(state, lambda: model.by_candidate(state.store, token))
+    if found is None:
+        raise NotFound(GONE)
+    return found
+
+
+async def by_host_token(state: WebState, token: str) -> model.Interview:
+    found = await in_thread(state, lambda: model.by_host(state.store, token))
+    if found is None:
+        raise NotFound(GONE)
+    return found
+
+
+async def events_of(state: WebState, interview: model.Interview) -> list[model.Event]:
+    """The interview's events, read in the page threads: like every database read here, never
+    on the event loop, where a slow one would hold up every other request."""
+    assert interview.id is not None
+    return await in_thread(state, lambda: model.events(state.store, interview.id))

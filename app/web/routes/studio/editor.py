@@ -1,0 +1,253 @@
+"""Authoring in the browser: open a set's YAML (or start a new question), see its problems at
+line:column as you type (the same loader and pydantic models as `ampquiz lint`), run a question's
+code with the explanation, take what it printed as the answer, preview the question exactly as a
+learner will see it before and after answering, and save the file back into the bank: a file that
+does not lint is refused, a key its run contradicts is warned about. Comments and order are kept
+(the text is the author's; edits the studio makes go through a YAML round trip). The running
+server picks the saved file up like any edit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from fastapi import APIRouter, Body, Form, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.bank import edit, lint
+from app.bank.load import (
+    LoadedQuestion,
+    duplicate_ids,
+    ids_taken_elsewhere,
+    load_text,
+    question_files,
+)
+from app.bank.problem import Problem
+from app.grading import grade
+from app.verify.check import check, skip_reason
+from app.web.deps import State
+from app.web.errors import STUDIO_FILE_BYTES, AppError, NotFound, run_refusal
+from app.web.rendering.render import page
+from app.web.routes.pages import question_context
+from app.web.routes.studio.auth import Instructor
+from app.web.routes.studio.view import studio_page
+from app.web.state import WebState
+from sandbox import RunResult
+
+router = APIRouter(prefix="/studio", include_in_schema=False)
+FILE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.ya?ml$")
+
+
+def bank_folder(state: WebState) -> Path:
+    root = Path(state.settings.bank)
+    return root.parent if root.is_file() else root
+
+
+def bank_file(state: WebState, name: str, *, new: bool = False) -> Path:
+    """A question-set file of the bank by name; never a path outside the bank folder."""
+    if not FILE.match(name):
+        raise AppError("A set's file name is lowercase words joined by '-', ending in .yaml.")
+    path = bank_folder(state) / name
+    if not new and path not in question_files(bank_folder(state)):
+        raise NotFound(f"The bank has no file {name!r}.")
+    return path
+
+
+def _parse(name: str, text: str, state: WebState | None = None) -> tuple[Any, list[dict[str, Any]]]:
+    """The file's text as the loader reads it, and its problems. With `state`, as the bank would
+    take it: also an id used twice in the file or already served by another file (either leaves
+    the file out whole, as `ampquiz lint` says)."""
+    if len(text.encode("utf-8", "surrogatepass")) > STUDIO_FILE_BYTES:
+        raise AppError(f"That file is over {STUDIO_FILE_BYTES // 1024} KiB.")
+    loaded, problems = load_text(text, Path(name).stem, name)
+    if loaded is not None and state is not None:
+        problems = duplicate_ids(loaded) + ids_taken_elsewhere(loaded, state.bank, bank_folder(state) / name)
+        if problems:
+            loaded = None
+    return loaded, _located(problems)
+
+
+def _located(problems: list[Problem]) -> list[dict[str, Any]]:
+    """Problems as the editor shows them, at line:column."""
+    return [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
+
+
+def question_from_text(name: str, text: str, question_id: str) -> LoadedQuestion:
+    loaded, problems = _parse(name, text)
+    if loaded is None:
+        raise AppError(f"Fix the file's problems first ({problems[0]['line']}:{problems[0]['col']}: {problems[0]['message']}).")
+    found = next((q for q in loaded.questions if q.id == question_id), None)
+    if found is None:
+        raise NotFound(f"The file has no question {question_id!r}.")
+    return found
+
+
+@router.get("/edit/{name}")
+async def editor_page(
+    name: str, request: Request, state: State, who: Instructor, new: str | None = None, line: int | None = None
+) -> Response:
+    """The set's YAML in the editor; with `new`, a question of that id added at its end (and picked);
+    with `line`, the cursor on that line (the bank status's `file:line` links)."""
+    path = bank_file(state, name)
+    text = path.read_text(encoding="utf-8")
+    if new:
+        try:
+            text = edit.add_question(text, new)
+        except edit.NotASet:
+            new = None  # the file as it is: the check under the editor says what to fix
+    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line)
+
+
+@router.post("/new-set")
+async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], title: Annotated[str, Form(max_length=80)]) -> Response:
+    path = bank_file(state, name, new=True)
+    if path.exists():
+        raise AppError(f"{name} exists already: open it instead.")
+    # Its first question in a topic of the set's own (the starter's topic counted it in another
+    # set's topic on learners' pages), and the file out of the bank until its author has written
+    # what the starter leaves to write (`app.bank.schema.Written`): a draft.
+    stem = Path(name).stem[:74]
+    _save(path, edit.add_question(edit.new_set(title or "New set"), stem + "-first", topic=stem))
+    return Response(status_code=303, headers={"location": f"/studio/edit/{name}"})
+
+
+@router.post("/api/check")
+async def check_text(state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+    loaded, problems = _parse(name, text, state)
+    # What `ampquiz lint` warns about too (a key no one could type, a choice whose words say
+    # another thing than its outcome), after the problems: shown, never a reason to refuse a save.
+    warned = _located(lint.warnings(loaded.questions)) if loaded else []
+    return {"problems": problems + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
+
+
+def _ids(text: str) -> list[str]:
+    """The question ids of a file that does not validate yet, when its YAML reads at all."""
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
+        return []
+    items = data.get("questions") if isinstance(data, dict) else None
+    return [q["id"] for q in items if isinstance(q, dict) and isinstance(q.get("id"), str)] if isinstance(items, list) else []
+
+
+@router.post("/api/run")
+async def run_question(request: Request, state: State, who: Instructor, name: Annotated[str, Body()],
+                       text: Annotated[str, Body()], question_id: Annotated[str, Body()]) -> Any:  # fmt: skip
+    # The code runs while the file still has problems (a source or an explanation to write): its
+    # output is how the author writes the answer. The key is checked once the file loads.
+    q: LoadedQuestion | None = None
+    try:
+        q = question_from_text(name, text, question_id)
+        code, requires = q.question.code, q.question.requires
+    except AppError as problems:
+        try:
+            code, requires = edit.code_of(text, question_id)
+        except (KeyError, edit.NotASet):
+            raise problems from None
+    if not code:
+        raise AppError("That question has no code to run.")
+    device = "cuda" if requires == "cuda" else None
+    try:
+        run = await state.run_queue.run(code, explain=True, device=device, owners=state.owners(request))
+    except Exception as exc:
+        refusal = run_refusal(exc)
+        if refusal is None:
+            raise
+        raise refusal from None
+    panel = await page(state, request, "_run_panel.html", run=run.to_dict())
+    if q is None:
+        return {"run": run.to_dict(), "panel": panel.body.decode(), "key": "unchecked",
+                "reason": "not checked until the file's problems are fixed (see under the editor)"}  # fmt: skip
+    key, reason = _key_against(state, q, run)
+    return {"run": run.to_dict(), "panel": panel.body.decode(), "key": key, "reason": reason}
+
+
+def _key_against(state: WebState, q: LoadedQuestion, run: RunResult) -> tuple[str, str]:
+    """What a run here says of the question's key, as the live server judges it: `pass`, `fail`,
+    or `skip` where a run here proves nothing of it (its key is what CUDA prints, or another torch:
+    a right CUDA key was reported as "differs from the answer on cpu")."""
+    reason = skip_reason(q.question, state.proofs.device, state.proofs.torch_version)
+    if reason:
+        return "skip", f"not checked on this server: {reason}"
+    verdict = check(q, run, state.proofs.device)
+    return verdict.result, verdict.reason
+
+
+@router.post("/api/use-output")
+async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()],
+                     question_id: Annotated[str, Body()], output: Annotated[str, Body()]) -> Any:  # fmt: skip
+    try:
+        return {"text": edit.set_answer(text, question_id, output)}
+    except KeyError:
+        raise NotFound(f"The file has no question {question_id!r}.") from None
+    except ValueError as exc:
+        raise AppError(str(exc)) from None
+
+
+@router.post("/api/add-question")
+async def add_question(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]) -> Any:
+    return {"text": edit.add_question(text, question_id)}
+
+
+@router.post("/preview")
+async def preview(request: Request, state: State, who: Instructor, name: Annotated[str, Form()], text: Annotated[str, Form()],
+                  question_id: Annotated[str, Form()], answered: Annotated[bool, Form()] = False) -> Response:  # fmt: skip
+    """The question exactly as a learner sees it, from the unsaved text: before answering, or
+    after a right answer (with the run of its code)."""
+    q = question_from_text(name, text, question_id)
+    context = {**question_context(state, "", q), "submit_id": "preview", "preview": True}
+    if answered:
+        key = getattr(q.question, "answer", None)
+        picked = [i for i, c in enumerate(getattr(q.question, "choices", [])) if c.correct]
+        graded = grade(q, picked=picked, order=context["order"]) if key is None else grade(q, output=key)
+        run, message = await state.question_run(q)
+        context.update(outcome=graded, run=run, run_message=message)
+        if run is not None:  # the "Right!" above a run that contradicts it would mislead the author
+            key, reason = _key_against(state, q, await state.question_runs.run(q))
+            context["key_problem"] = reason if key == "fail" else ""
+    return await page(state, request, "question.html", **context)
+
+
+@router.post("/api/save")
+async def save(request: Request, state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+    path = bank_file(state, name, new=True)
+    loaded, problems = _parse(name, text, state)
+    if loaded is None:
+        # A file learners are served is never saved with problems: it would be left out whole,
+        # its questions gone from their pages. One they are not served (a new set, a draft, a file
+        # left out already) is kept as it is, a draft: a new set's answer taken from a run was
+        # lost until its description, explanation and source were all written (a newcomer's walk).
+        # Only a file the loader itself refuses is a draft: one that loads but takes another
+        # file's ids would, on the next start, contend with that file for them.
+        served = any(Path(s.path).resolve() == path.resolve() for s in state.bank.sets)
+        if served or load_text(text, Path(name).stem, name)[0] is not None:
+            why = " (learners are served this file, and would lose its questions)" if served else ""
+            return JSONResponse({"ok": False, "error": f"The file does not lint; nothing was saved{why}.", "status": 422,
+                                 "problems": problems}, status_code=422)  # fmt: skip
+        _save(path, text)
+        await asyncio.to_thread(state.live_bank.reload)
+        return {"ok": True, "saved": name, "draft": True, "problems": problems, "warnings": []}
+    warnings = []
+    for q in loaded.questions:
+        if not q.question.code or skip_reason(q.question, state.proofs.device, state.proofs.torch_version):
+            continue  # a run here proves nothing of its key (see `_key_against`)
+        run = await state.run_queue.run(q.question.code, owners=state.owners(request))
+        verdict = check(q, run, state.proofs.device)
+        if verdict.result == "fail":
+            warnings.append({"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff})
+    _save(path, text)
+    await asyncio.to_thread(state.live_bank.reload)  # served at once, not at the next check
+    return {"ok": True, "saved": name, "warnings": warnings}
+
+
+def _save(path: Path, text: str) -> None:
+    """Atomically: the server's reload never reads half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".studio-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
