@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from app.cli import (
+    docs,
     export,
     instructor,
     interview,
@@ -23,7 +24,7 @@ from app.cli import (
     workers,
 )
 
-COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate)
+COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate, docs)
 
 
 def build_parser() -> argparse.ArgumentParser:
