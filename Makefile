@@ -1,4 +1,4 @@
-# The two commands of the quick start: `make run` and `make test`. Both set up .venv/ first.
+# The commands of the quick start: `make run`, `make test`, `make docs`. Each sets up .venv/ first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint verify bench browser clean
+.PHONY: install run test lint verify bench browser docs clean
 
 # Re-install when the package metadata or the pins change (a stale venv is rebuilt in place).
 $(STAMP): pyproject.toml constraints.txt
@@ -32,7 +32,20 @@ $(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
 	cd tests/browser/axe && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(AXE)
 
-test: install browser
+DOCS_STAMP := $(VENV)/.docs-installed
+
+# The docs extra (mkdocs-material) goes into the same .venv, so a fresh clone's `make docs` works.
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,docs]'
+	@touch $(DOCS_STAMP)
+
+# The reference pages made from the code must be current (`ampquiz docs` rewrites them); then the
+# site is built into site/, where a broken link or anchor fails the build.
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/ampquiz docs --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: install browser docs
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ampquiz lint questions/
 	$(PY) -m pytest $(PYTEST_ARGS)
