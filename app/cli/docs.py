@@ -160,12 +160,12 @@ def _command_section(
     elif short:
         lines += [short[0].upper() + short[1:] + ("" if short.endswith(".") else "."), ""]
     if parser.description:
-        lines += [parser.description, ""]
+        lines += [parser.description.strip(), ""]
     lines += ["```text", _usage(parser), "```", ""]
     lines += _arguments(parser)
     if parser.epilog:
         lines += ['??? note "More from `--help`"', "", "    ```text"]
-        lines += [f"    {line}".rstrip() for line in parser.epilog.splitlines()]
+        lines += [f"    {line}".rstrip() for line in parser.epilog.strip("\n").splitlines()]
         lines += ["    ```", ""]
     for sub_name, sub_short, sub_parser in _subcommands(parser):
         lines += _command_section(sub_name, sub_short, sub_parser, None, level + 1)
