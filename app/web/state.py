@@ -18,12 +18,11 @@ from fastapi.templating import Jinja2Templates
 
 from app import review
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion
-from app.grading import GradedAnswer, choice_order, grade, picked_at
 from app.progress import Standing
 from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import AttemptRow, Store, utcnow
+from app.use_cases.answer import Answers, Kept
 from app.verify.live_bank import LiveBank
 from app.verify.proofs import Proof, ProofBook
 from app.verify.question_runs import QuestionRuns
@@ -110,39 +109,44 @@ class WebState:
         learner = request.scope.get("state", {}).get("learner_id", "")
         return (f"learner:{learner}", f"address:{client_address(request)}")
 
-    async def keep_answer(
-        self, request: Request, learner: str, loaded: LoadedQuestion, graded: GradedAnswer,
-        submit_id: str | None = None, elapsed_s: float | None = None,
-    ) -> tuple[AttemptRow, bool]:  # fmt: skip
-        """A graded answer, counted against its learner's and its address's answers per minute
-        (`app.web.answer_rate`), then stored (`record`, in the page threads). Raises
-        TooManyAnswers (429) past either, and stores nothing. Only a new answer counts: a form or
-        an API call sent again, whose first sending was stored, gets that answer back, past the
-        rate too."""
+    @functools.cached_property
+    def answers(self) -> Answers:
+        """Taking answers (`app.use_cases.answer`), on this state's store, clock and secret."""
+        return Answers(self.store, lambda: self.clock(), lambda: self.secret)
+
+    async def answer(
+        self, request: Request, learner: str, loaded: LoadedQuestion, positions: list[int] | None,
+        output: str | None, submit_id: str | None = None, shown_at: float | None = None, *, prefetch_run: bool = False,
+    ) -> Kept:  # fmt: skip
+        """A learner's answer, taken (`Answers.keep`, in the page threads) once its key is proved
+        (`ensure_gradeable_by_its_run`: NotGraded, 409) and it is graded (AnswerError, refused
+        before it counts). It counts against its learner's and its address's answers per minute
+        (`app.web.answer_rate`, on the event loop: it holds no lock); past either, TooManyAnswers
+        (429) and nothing stored. Only a new answer counts: a form or an API call sent again,
+        whose first sending was stored, gets that answer back, past the rate too; an answer the
+        database failed to take costs nothing. `prefetch_run`: start the question's run for the
+        result page meanwhile."""
+        await self.ensure_gradeable_by_its_run(loaded)
+        graded = self.answers.grade(learner, loaded, positions, output)
+        if prefetch_run:
+            self.question_runs.prefetch(loaded)
         address = client_address(request)
-        taken = True
+        over_rate: TooManyAnswers | None = None
         try:
             self.answer_rate.take(learner, address)
-        except TooManyAnswers:
-            if submit_id is None or await self.page_threads.run(lambda: self.store.submitted(learner, submit_id)) is None:
-                raise
-            taken = False
-        saved, is_new = await self.page_threads.run(lambda: self.record(learner, loaded, graded, submit_id, elapsed_s))
-        if taken and not is_new:
+        except TooManyAnswers as exc:
+            over_rate = exc
+        try:
+            kept = await self.page_threads.run(
+                lambda: self.answers.keep(learner, loaded, graded, submit_id, shown_at, over_rate)
+            )
+        except Exception:
+            if over_rate is None:
+                self.answer_rate.give_back(learner, address)
+            raise
+        if over_rate is None and not kept.is_new:
             self.answer_rate.give_back(learner, address)
-        return saved, is_new
-
-    def choice_order(self, learner: str, loaded: LoadedQuestion) -> list[int] | None:
-        """The order `learner` (a learner's id, or an interview's `interview:TOKEN`) sees a
-        multiple-choice question's choices in; None for other kinds."""
-        q = loaded.question
-        return choice_order(q, learner, self.secret) if isinstance(q, MultipleChoiceQuestion) else None
-
-    def grade(self, learner: str, loaded: LoadedQuestion, positions: list[int] | None, output: str | None) -> GradedAnswer:
-        """An answer as a form or the API sends it: choices by their positions in `learner`'s
-        order (`grading.picked_at`), graded by the choices themselves. Raises AnswerError."""
-        order = self.choice_order(learner, loaded)
-        return grade(loaded, picked=picked_at(positions, order), output=output, order=order)
+        return kept
 
     @functools.cached_property
     def secret(self) -> str:
@@ -187,59 +191,11 @@ class WebState:
                 del self._run_dicts[next(iter(self._run_dicts))]
         return found[1], None
 
-    def record(
-        self,
-        learner: str,
-        loaded: LoadedQuestion,
-        graded: GradedAnswer,
-        submit_id: str | None = None,
-        elapsed_s: float | None = None,
-    ) -> tuple[AttemptRow, bool]:
-        """Stores an attempt and moves the question's review card (see app.review), in one
-        transaction; a submit already stored (a double click, a replayed form) returns that
-        attempt, unchanged. Blocks on the database: call it from a worker thread."""
-        now = self.clock()
-        q = loaded.question
-        return self.store.record_attempt(
-            learner,
-            question_id=q.id,
-            set_id=loaded.set_id,
-            topic=q.topic,
-            kind=q.kind,
-            answer=graded.answer,
-            correct=graded.correct,
-            fingerprint=loaded.fingerprint,
-            submit_id=submit_id,
-            seconds=elapsed_s,
-            reschedule=lambda card: review.after_attempt(card, graded.correct, now, elapsed_s),
-            now=now,
-        )
-
     def question_state(self, learner: str, loaded: LoadedQuestion, attempt_id: int | None = None) -> tuple[str, AttemptRow | None]:
         """One question's status for one learner, without reading their whole history, and the
         attempt asked for when it is theirs (the result page). Blocks on the database."""
         found = self.store.question_state(learner, loaded.id, loaded.fingerprint, attempt_id)
         return review.status_of(found.last_correct, found.due, self.clock()), found.attempt
-
-    def take_practice(self, request: Request, learner: str) -> None:
-        """A practice answer (`practice_until`) counts against the answers per minute as any
-        answer does (it is graded all the same); raises TooManyAnswers past them."""
-        self.answer_rate.take(learner, client_address(request))
-
-    def practice_until(self, learner: str, loaded: LoadedQuestion, submit_id: str | None = None) -> datetime | None:
-        """While `learner`'s last answer to this version of the question was wrong and it has not
-        come back for review yet, they have seen its key (a wrong answer shows it): an answer
-        then is practice, graded and not recorded, and this says when one counts again. None when
-        it counts now. (Recorded, "try it again" with the key just shown marked the question right
-        and cleared it from "to revisit".) Blocks on the database."""
-        found = self.store.question_state(learner, loaded.id, loaded.fingerprint)
-        if found.last_correct is False and found.due is not None and found.due > self.clock():
-            # A form sent again (a double click) goes where its first sending went, though that
-            # first answer, stored, is the wrong one that made this one practice.
-            if submit_id is not None and self.store.submitted(learner, submit_id) is not None:
-                return None
-            return found.due
-        return None
 
     def status(self, learner: str, loaded: LoadedQuestion) -> str:
         return self.question_state(learner, loaded)[0]

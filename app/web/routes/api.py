@@ -14,13 +14,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field, ValidationError, field_validator
-from pydantic_core import to_json
+from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError, to_json
 
 from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.public import public_question
-from app.grading import LONGEST_PREDICTION, AnswerError, as_typed, regrade
+from app.grading import LONGEST_PREDICTION, AnswerError, as_typed
 from app.progress import Standing, as_dicts
+from app.use_cases.answer import SUBMIT_ID_MOST, SUBMIT_ID_PATTERN, submit_id_problem
 from app.web.deps import Learner, State, web_state
 from app.web.errors import AppError, NotFound
 from app.web.rendering.render import in_thread
@@ -97,6 +98,10 @@ class SetDetailOut(SetOut):
     questions: list[QuestionOut]
 
 
+_SUBMIT_ID_SCHEMA = WithJsonSchema({"type": "string", "maxLength": SUBMIT_ID_MOST, "pattern": SUBMIT_ID_PATTERN})
+"""What `submit_id_problem` takes, said in the schema as the field's constraints would say it."""
+
+
 class AnswerIn(BaseModel):
     choices: list[int] | None = Field(
         None, description="Multiple choice: the picked choices' `index` values: their positions in "
@@ -105,8 +110,8 @@ class AnswerIn(BaseModel):
     output: str | None = Field(
         None, max_length=LONGEST_PREDICTION, description="Predict output: what you think it prints."
     )
-    submit_id: str | None = Field(
-        None, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$", description="Optional: an id of your own for this submit; sending "
+    submit_id: Annotated[str, _SUBMIT_ID_SCHEMA] | None = Field(
+        None, description="Optional: an id of your own for this submit; sending "
         "the same one again returns the first attempt instead of recording another."
     )
 
@@ -116,6 +121,15 @@ class AnswerIn(BaseModel):
         """Counted as `grade` counts it (CR LF is one line break), so the API and the pages take
         the same predictions."""
         return as_typed(output) if isinstance(output, str) else output
+
+    @field_validator("submit_id")
+    @classmethod
+    def _submit_id(cls, submit_id: str | None) -> str | None:
+        """The form's rule and words (`app.use_cases.answer.submit_id_problem`)."""
+        problem = submit_id_problem(submit_id)
+        if problem is not None:
+            raise PydanticCustomError("submit_id", problem)
+        return submit_id
 
 
 class AttemptOut(BaseModel):
@@ -182,7 +196,7 @@ def _set_out(standing: Standing, loaded_set: LoadedSet) -> dict[str, Any]:
 def _question_out(state: WebState, learner: str, loaded: LoadedQuestion, status: str) -> dict[str, Any]:
     proof = state.proof(loaded)
     return public_question(
-        loaded, status, order=state.choice_order(learner, loaded), proof={"state": proof.state, "badges": proof.badges}
+        loaded, status, order=state.answers.order(learner, loaded), proof={"state": proof.state, "badges": proof.badges}
     )
 
 
@@ -247,27 +261,18 @@ async def submit_attempt(
     `AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS` for this client's address: 429 with Retry-After,
     and nothing is stored."""
     loaded = state.question(question_id)
-    await state.ensure_gradeable_by_its_run(loaded)
-    try:
-        graded = state.grade(learner, loaded, answer.choices, answer.output)
+    try:  # TooManyAnswers (429) past the answers per minute
+        kept = await state.answer(request, learner, loaded, answer.choices, answer.output, answer.submit_id)
     except AnswerError as exc:
         raise AppError(str(exc)) from None
-    until = await in_thread(state, lambda: state.practice_until(learner, loaded, answer.submit_id))
-    if until is not None:  # they saw its key: graded, not stored (`WebState.practice_until`)
-        state.take_practice(request, learner)  # TooManyAnswers (429) past the answers per minute
-        saved = None
-    else:
-        saved, is_new = await state.keep_answer(request, learner, loaded, graded, answer.submit_id)
-        if not is_new:  # the same submit again: answer as the first time
-            graded = regrade(loaded, saved, state.choice_order(learner, loaded)) or graded
     result, message = await state.question_run(loaded) if run else (None, None)
     return {
-        "attempt_id": saved.id if saved is not None else None,
-        "recorded": saved is not None,
-        "counts_again_at": until,
+        "attempt_id": kept.saved.id if kept.saved is not None else None,
+        "recorded": kept.saved is not None,
+        "counts_again_at": kept.counts_again_at,
         "question_id": loaded.id,
-        "correct": graded.correct,
-        "outcome": graded.to_dict(),
+        "correct": kept.graded.correct,
+        "outcome": kept.graded.to_dict(),
         "run": result,
         "run_message": message,
         "verification": state.verification_labels(loaded),

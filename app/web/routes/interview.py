@@ -128,7 +128,7 @@ async def _candidate_page(
         proof = _proof(state, interview, loaded)
         context.update(
             current=current, loaded=loaded, q=q, title=title_of(loaded), proof=proof,
-            order=state.choice_order(_candidate_key(token), loaded), confidences=model.CONFIDENCES,
+            order=state.answers.order(_candidate_key(token), loaded), confidences=model.CONFIDENCES,
             multiple=multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
             tolerance_text=describe_tolerance(getattr(q, "tolerance", None)),
             code=extra.pop("code", None) or q.code or "",
@@ -182,18 +182,12 @@ async def predict(
         await record(request, state, interview, "opened", {"question": current.id})
     # Refused, the form comes back as it was sent (it came back empty, the clock running).
     said = {"confidence": confidence, "choice": choice, "output": output}
-    if confidence not in model.CONFIDENCES:
-        return await _candidate_page(
-            request, state, token, 400, error="Say how sure you are: 50, 75 or 95 %.", said=said
-        )
+    proof = _proof(state, interview, loaded)
     try:
-        graded = state.grade(_candidate_key(token), loaded, choice, output or "")
+        predicted = state.answers.prediction(_candidate_key(token), loaded, proof, choice, output or "", confidence)
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc), said=said)
-    authors_word = _proof(state, interview, loaded).on_the_authors_word(loaded.question.asks_about)
-    await record(
-        request, state, interview, "predicted", entries.predicted(loaded, graded, confidence, authors_word=authors_word)
-    )
+    await record(request, state, interview, "predicted", predicted)
     return RedirectResponse(f"/interview/{token}#result", status_code=303)
 
 

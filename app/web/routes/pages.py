@@ -9,7 +9,6 @@ template in `app/web/templates/`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -23,19 +22,18 @@ from app.bank.public import excerpt, title_of
 from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.grading import AnswerError, GradedAnswer, describe_tolerance, regrade
 from app.progress import Standing
+from app.use_cases.answer import submit_id_problem
 from app.web.answer_rate import TooManyAnswers
-from app.web.errors import NotFound
+from app.web.errors import AppError, NotFound
 from app.web.rendering.render import in_thread, render_page
 from app.web.routes.lean import (
     as_float,
     as_int,
-    at_most,
     digits,
     form_fields,
     invalid,
     moment_or_none,
     page_route,
-    printable,
     state_and_learner,
     whole_number_or_none,
 )
@@ -136,7 +134,7 @@ def question_context(
         "proof": (proof := state.proof(loaded)),
         "verification": proof.badges,
         "multiple": multiple_answers(q) if isinstance(q, MultipleChoiceQuestion) else False,
-        "order": state.choice_order(learner, loaded),
+        "order": state.answers.order(learner, loaded),
         "submit_id": secrets.token_urlsafe(16),
         "shown_at": f"{state.clock().timestamp():.3f}",
         "tolerance_text": describe_tolerance(getattr(q, "tolerance", None)),
@@ -204,54 +202,45 @@ async def answer_form(request: Request) -> Response:
 
     choice = [int(as_int("form", "choice", v) or 0) for v in fields.get("choice", []) if v != ""]
     output = one("output")  # its length is checked by `grade`: a refusal keeps it in the form
-    submit_id = printable("form", "submit_id", at_most("form", "submit_id", one("submit_id"), 64))
+    submit_id = one("submit_id")
+    if (problem := submit_id_problem(submit_id)) is not None:
+        raise invalid("form", "submit_id", problem)
     shown_at = as_float("form", "shown_at", one("shown_at"))
     review = digits("form", "review", one("review"))
     loaded = state.question(request.path_params["question_id"])
-    await state.ensure_gradeable_by_its_run(loaded)
 
-    def refused(status: int, error: str, headers: dict[str, str] | None = None, retry_after: int | None = None) -> Awaitable[Response]:
-        """The question again, with why the answer was not taken and the answer as it was sent."""
+    def with_session(context: dict[str, Any]) -> dict[str, Any]:
+        if review is not None:  # still in the review session, as the form was
+            context.update(review_since=review, review_left=left_in_session(state, learner))
+        return context
 
-        def build() -> Response:
-            context = question_context(state, learner, loaded)
-            if review is not None:  # still in the review session, as the form was
-                context.update(review_since=review, review_left=left_in_session(state, learner))
-            page = render_page(state, request, "question.html", status_code=status, error=error, retry_after=retry_after,
-                               said_output=output or "", said_picked=choice, **context)  # fmt: skip
-            page.headers.update(headers or {})
+    try:  # a form sent again (a reload, a double click) goes where its first sending went
+        kept = await state.answer(request, learner, loaded, choice, output or "", submit_id, shown_at, prefetch_run=True)
+    except (AnswerError, TooManyAnswers) as exc:  # the question again, with why, and the answer as it was sent
+        refusal = AppError(str(exc)) if isinstance(exc, AnswerError) else exc  # unreadable: refused before it counts
+
+        def refused() -> Response:
+            context = with_session(question_context(state, learner, loaded))
+            retry_after = refusal.retry_after_s if isinstance(refusal, TooManyAnswers) else None  # counted down on the page
+            page = render_page(state, request, "question.html", status_code=refusal.status, error=refusal.message,
+                               retry_after=retry_after, said_output=output or "", said_picked=choice, **context)  # fmt: skip
+            page.headers.update(refusal.headers)
             return page
 
-        return in_thread(state, build)
-
-    try:
-        graded = state.grade(learner, loaded, choice, output or "")
-    except AnswerError as exc:  # refused before it counts against the answers per minute
-        return await refused(400, str(exc))
-    state.question_runs.prefetch(loaded)
-    until = await in_thread(state, lambda: state.practice_until(learner, loaded, submit_id or None))
-    if until is not None:  # they saw its key: graded and shown, not recorded (`WebState.practice_until`)
-        try:
-            state.take_practice(request, learner)
-        except TooManyAnswers as exc:
-            return await refused(exc.status, exc.message, exc.headers, retry_after=exc.retry_after_s)
+        return await in_thread(state, refused)
+    if kept.saved is None:  # they saw its key: graded and shown, not recorded (`Answers.practice_until`)
         run, run_message = await state.question_run(loaded)
+        until = kept.counts_again_at
+        assert until is not None
 
         def practised() -> Response:
-            context = question_context(state, learner, loaded)
-            if review is not None:
-                context.update(review_since=review, review_left=left_in_session(state, learner))
-            _with_result(request, state, loaded, context, graded, run, run_message)
+            context = with_session(question_context(state, learner, loaded))
+            _with_result(request, state, loaded, context, kept.graded, run, run_message)
             context.update(practice_counts_in=review_module.humanise_delta(until, state.clock()))
             return render_page(state, request, "question.html", **context)
 
         return await in_thread(state, practised)
-    elapsed = None if shown_at is None else min(3600.0, max(0.0, state.clock().timestamp() - shown_at))
-    try:  # a form sent again (a reload, a double click) goes where its first sending went
-        saved, _is_new = await state.keep_answer(request, learner, loaded, graded, submit_id or None, elapsed)
-    except TooManyAnswers as exc:
-        return await refused(exc.status, exc.message, exc.headers, retry_after=exc.retry_after_s)  # counted down on the page
-    query = urlencode({"attempt": saved.id, **({"review": review} if review else {})})
+    query = urlencode({"attempt": kept.saved.id, **({"review": review} if review else {})})
     return RedirectResponse(f"/questions/{quote(loaded.id)}?{query}#result", status_code=303)
 
 
