@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
 
 from markdown_it import MarkdownIt
 
@@ -17,9 +16,7 @@ from app.bank.load import LoadedQuestion, LoadedSet
 from app.bank.public import title_of
 from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, correct_choices
 from app.grading import accepted_outputs, describe_tolerance
-
-ProofLine = Callable[[LoadedQuestion], str]
-"""What proved a question's key, as one line: "Answer verified by running on CPU · torch …"."""
+from app.verify.proof_lines import ProofLine  # noqa: F401 - decided in app.verify; the formats take it from here
 
 LINE_BREAK = " / "
 """Short-answer fields take one line: a printed output's lines are joined with this."""

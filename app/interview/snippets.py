@@ -1,6 +1,8 @@
 """Ad-hoc snippets in an interview: code an interviewer writes for this candidate, not from the
-bank. Its key is proved the only way ampquiz proves keys: the snippet is run when the interview is
-made, and what it printed is the answer (a snippet that raises or runs out of time is refused)."""
+bank, and the question each becomes. Its key is proved the only way ampquiz proves keys, in
+`app.verify.key_checks` (`snippet_key`): the snippet is run when the interview is made, and what it
+printed is the answer (a snippet that raises, runs out of time or prints something else when run
+again is refused)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ SET_ID = "interview"
 
 def split_snippets(text: str) -> list[str]:
     """Snippets written one after another, separated by a line that is just `---`."""
-    parts, current = [], []
+    parts: list[str] = []
+    current: list[str] = []
     for line in text.replace("\r\n", "\n").split("\n"):
         if line.strip() == "---":
             parts.append("\n".join(current))
@@ -28,12 +31,12 @@ def split_snippets(text: str) -> list[str]:
 def snippet_question(n: int, code: str, printed: str, environment: dict[str, Any], by: str) -> dict[str, Any]:
     """Snippet `n`'s question: predict what it prints; the key is what it printed."""
     where = f"{'CUDA' if environment.get('device_kind') == 'cuda' else 'CPU'}, torch {environment.get('torch_version', '?')}"
-    question = PredictOutputQuestion(
-        id=f"snippet-{n}", kind="predict_output", title=f"Snippet {n}", topic="ad-hoc", difficulty=2,
-        prompt="What does this print?", code=code, requires="cpu" if environment.get("device_kind") != "cuda" else "any",
-        answer=printed, explanation=f"An ad-hoc snippet: the answer is what it printed when the interview was made ({where}).",
-        source=f"ad-hoc snippet by {by}",
-    )  # fmt: skip
+    question = PredictOutputQuestion.model_validate({
+        "id": f"snippet-{n}", "kind": "predict_output", "title": f"Snippet {n}", "topic": "ad-hoc", "difficulty": 2,
+        "prompt": "What does this print?", "code": code, "requires": "cpu" if environment.get("device_kind") != "cuda" else "any",
+        "answer": printed, "explanation": f"An ad-hoc snippet: the answer is what it printed when the interview was made ({where}).",
+        "source": f"ad-hoc snippet by {by}",
+    })  # fmt: skip
     return question.model_dump(mode="json", exclude_none=True)
 
 

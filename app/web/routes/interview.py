@@ -21,6 +21,7 @@ from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.grading import AnswerError, describe_tolerance
 from app.interview import entries, model, snippets
 from app.interview.report import Progress, progress
+from app.verify.key_checks import interview_proof
 from app.verify.proofs import Proof
 from app.web.deps import State
 from app.web.errors import AppError, NotFound
@@ -86,9 +87,7 @@ def _question(state: WebState, interview: model.Interview, question_id: str) -> 
 
 
 def _proof(state: WebState, interview: model.Interview, loaded: LoadedQuestion) -> Proof:
-    if loaded.id in interview.snippets:
-        return Proof("proved", [{"device": "", "result": "pass", "label": "ad-hoc snippet: its answer is what it printed when the interview was made"}])
-    return state.proof(loaded)
+    return interview_proof(state.proofs, state.live_bank.records, interview.snippets, loaded)
 
 
 # ---- the candidate ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from app.bank.load import (
 )
 from app.bank.problem import Problem
 from app.grading import grade
-from app.verify.check import check, skip_reason
+from app.verify.key_checks import not_checked_here, studio_check
 from app.web.deps import State
 from app.web.errors import STUDIO_FILE_BYTES, AppError, NotFound, run_refusal
 from app.web.rendering.render import page
@@ -37,7 +37,6 @@ from app.web.routes.pages import question_context
 from app.web.routes.studio.auth import Instructor
 from app.web.routes.studio.view import studio_page
 from app.web.state import WebState
-from sandbox import RunResult
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
 FILE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.ya?ml$")
@@ -163,19 +162,8 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
     if q is None:
         return {"run": run.to_dict(), "panel": panel.body.decode(), "key": "unchecked",
                 "reason": "not checked until the file's problems are fixed (see under the editor)"}  # fmt: skip
-    key, reason = _key_against(state, q, run)
-    return {"run": run.to_dict(), "panel": panel.body.decode(), "key": key, "reason": reason}
-
-
-def _key_against(state: WebState, q: LoadedQuestion, run: RunResult) -> tuple[str, str]:
-    """What a run here says of the question's key, as the live server judges it: `pass`, `fail`,
-    or `skip` where a run here proves nothing of it (its key is what CUDA prints, or another torch:
-    a right CUDA key was reported as "differs from the answer on cpu")."""
-    reason = skip_reason(q.question, state.proofs.device, state.proofs.torch_version)
-    if reason:
-        return "skip", f"not checked on this server: {reason}"
-    verdict = check(q, run, state.proofs.device)
-    return verdict.result, verdict.reason
+    verdict = studio_check(state.proofs, q, run)
+    return {"run": run.to_dict(), "panel": panel.body.decode(), "key": verdict.result, "reason": verdict.reason}
 
 
 @router.post("/api/use-output")
@@ -208,8 +196,8 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
         run, message = await state.question_run(q)
         context.update(outcome=graded, run=run, run_message=message)
         if run is not None:  # the "Right!" above a run that contradicts it would mislead the author
-            key, reason = _key_against(state, q, await state.question_runs.run(q))
-            context["key_problem"] = reason if key == "fail" else ""
+            verdict = studio_check(state.proofs, q, await state.question_runs.run(q))
+            context["key_problem"] = verdict.reason if verdict.result == "fail" else ""
     return await page(state, request, "question.html", **context)
 
 
@@ -234,10 +222,10 @@ async def save(request: Request, state: State, who: Instructor, name: Annotated[
         return {"ok": True, "saved": name, "draft": True, "problems": problems, "warnings": []}
     warnings = []
     for q in loaded.questions:
-        if not q.question.code or skip_reason(q.question, state.proofs.device, state.proofs.torch_version):
-            continue  # a run here proves nothing of its key (see `_key_against`)
+        if not q.question.code or not_checked_here(state.proofs, q):
+            continue  # a run here proves nothing of its key
         run = await state.run_queue.run(q.question.code, owners=state.owners(request))
-        verdict = check(q, run, state.proofs.device)
+        verdict = studio_check(state.proofs, q, run)
         if verdict.result == "fail":
             warnings.append({"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff})
     _save(path, text)

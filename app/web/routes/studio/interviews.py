@@ -10,9 +10,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.bank.public import title_of
-from app.bank.unrepeatable import unrepeatable
 from app.interview import model, snippets
-from app.verify.check import same_each_time
+from app.verify.key_checks import snippet_key
 from app.web.deps import State
 from app.web.routes.studio.auth import Instructor
 from app.web.routes.studio.view import studio_page
@@ -55,21 +54,8 @@ async def create(
         limit = int(minutes) if minutes.strip() else None
         entries_: list[str | dict[str, Any]] = list(questions)
         for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
-            if chance := unrepeatable(code):  # two runs in one warm process agree on these by luck
-                raise ValueError(f"ad-hoc snippet {n} {chance[0]}, so it has no one answer: print nothing that depends on it")
-            run = await state.run_queue.run(code, owners=state.owners(request))
-            if run.status != "ok":
-                why = f"{run.exception.type}: {run.exception.message}" if run.exception else (run.message or run.status)
-                raise ValueError(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
-            if not run.stdout.strip():
-                raise ValueError(f"ad-hoc snippet {n} printed nothing; what it prints is its answer, and a candidate "
-                                 "cannot send an empty prediction: print what the candidate should predict")  # fmt: skip
-            # Its output is the key: code that prints something else each time has none.
-            again = await state.run_queue.run(code, owners=state.owners(request))
-            if not same_each_time(run, again):
-                raise ValueError(f"ad-hoc snippet {n} printed something else when run again, so it has no one answer: "
-                                 "seed the random generators, and print nothing that depends on timing")  # fmt: skip
-            entries_.append(snippets.snippet_question(n, code, run.stdout, state.run_queue.environment, who))
+            printed = await snippet_key(n, code, lambda snippet: state.run_queue.run(snippet, owners=state.owners(request)))
+            entries_.append(snippets.snippet_question(n, code, printed, state.run_queue.environment, who))
         made = model.create(state.store, entries_, by=who, minutes=limit)
     except ValueError as exc:
         # The form again as it was sent: nothing typed or picked is lost.
