@@ -141,7 +141,7 @@ class RunCgroup:
         if disk_bytes_per_s is not None and disk_ios_per_s is not None:
             self._set_disk_caps(disk_bytes_per_s, disk_ios_per_s)
         quota = None if cpu_cores is None else max(1000, int(cpu_cores * CPU_PERIOD_US))
-        files = {
+        files: dict[str, list[tuple[str, object]]] = {
             "unified": [
                 ("memory.max", memory_bytes), ("memory.swap.max", 0 if memory_bytes is not None else None),
                 ("pids.max", processes), ("cpu.max", None if quota is None else f"{quota} {CPU_PERIOD_US}"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from sandbox.ending import CLAIMABLE
 from sandbox.execute import HONEST_MESSAGES, RAISED
-from sandbox.result import NEEDS_CUDA, ExceptionInfo, WarningInfo
+from sandbox.result import NEEDS_CUDA, ExceptionInfo, Status, WarningInfo
 
 # An honest report's bounds (sandbox.execute: MAX_TEXT plus its "… [N more characters]" marker,
 # MAX_WARNINGS; sandbox.explain: MAX_REPORT_BYTES, max_ops, MAX_EVENTS, MAX_HAZARDS, MAX_SENTENCES).
@@ -39,7 +39,8 @@ class Malformed(ValueError):
 
 @dataclass
 class Claim:
-    status: str
+    status: Status
+    """One of CLAIMABLE, or "killed" for the runner's own crash."""
     message: str = ""
     exception: ExceptionInfo | None = None
     warnings: list[WarningInfo] = field(default_factory=list)

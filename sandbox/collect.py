@@ -186,8 +186,8 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     drain_until = deadline
     small_reads = 0
     sel = selectors.DefaultSelector()
-    for fd in (slot.sock, slot.out_fd, slot.err_fd):
-        sel.register(fd, selectors.EVENT_READ)
+    for source in (slot.sock, slot.out_fd, slot.err_fd):
+        sel.register(source, selectors.EVENT_READ)
     try:
         while True:
             now = time.perf_counter()
@@ -243,7 +243,7 @@ def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
                         sel.unregister(slot.sock)
                         drain_until = time.perf_counter() + DRAIN_S
                 else:
-                    fd = key.fileobj
+                    fd = key.fd  # the output pipes were registered as file descriptors
                     data = os.read(fd, 65536)
                     if not data:
                         sel.unregister(fd)
@@ -350,7 +350,8 @@ def _result(
     info = ending or {}
     sig = info.get("signal") if isinstance(info.get("signal"), int) else None
     exit_code = info.get("code") if isinstance(info.get("code"), int) else None
-    cpu_s = info.get("cpu_s") if isinstance(info.get("cpu_s"), (int, float)) else 0
+    reported_cpu_s = info.get("cpu_s")
+    cpu_s = reported_cpu_s if isinstance(reported_cpu_s, (int, float)) else 0
     if ended_by == "timeout":
         out.status, out.message = "timeout", f"Stopped after the wall-time limit of {limits.wall_s:g} s."
         if report is not None:
@@ -392,7 +393,7 @@ def _believe(out: RunResult, report: dict[str, Any], exit_code: int | None, code
             f"exited with code {exit_code}, so the report was set aside."
         )
         return
-    out.status = claim.status  # type: ignore[assignment]
+    out.status = claim.status
     out.message = claim.message
     out.exception = claim.exception
     out.warnings = claim.warnings

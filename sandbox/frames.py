@@ -23,7 +23,7 @@ SANDBOX_ROOT = os.path.dirname(os.path.abspath(__file__))
 def snippet_line(filename: str = SNIPPET, frame: FrameType | None = None) -> int | None:
     """Line of the innermost frame that belongs to the snippet, walking outwards from `frame`
     (by default the caller's frame): where a warning or an op came from."""
-    f = frame if frame is not None else sys._getframe(1)
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename == filename:
             return f.f_lineno

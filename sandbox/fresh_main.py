@@ -56,7 +56,7 @@ def shut_down(namespace: dict[str, Any], error: BaseException | None) -> None:
             print(error.code, file=sys.stderr)
         except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced stderr
             pass
-    threading._shutdown()  # type: ignore[attr-defined]
+    threading._shutdown()  # type: ignore[attr-defined]  # private: typeshed leaves it out
     atexit._run_exitfuncs()
     private = [n for n in namespace if n.startswith("_") and not n.startswith("__")]
     for name in [*private, *(n for n in list(namespace) if n != "__builtins__")]:

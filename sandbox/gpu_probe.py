@@ -14,12 +14,21 @@ import ctypes
 import json
 import os
 from pathlib import Path
+from typing import TypedDict, cast
 
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
-NO_GPU = {"cuda": False, "device_name": "", "driver_dirs": []}
 
 
-def probe() -> dict:
+class GpuInfo(TypedDict):
+    cuda: bool
+    device_name: str
+    driver_dirs: list[str]
+
+
+NO_GPU: GpuInfo = {"cuda": False, "device_name": "", "driver_dirs": []}
+
+
+def probe() -> GpuInfo:
     """{"cuda": bool, "device_name": str, "driver_dirs": [folders]}; no GPU if the child fails."""
     r, w = os.pipe()
     pid = os.fork()
@@ -38,16 +47,17 @@ def probe() -> dict:
     try:
         found = json.loads(b"".join(chunks))
     except ValueError:
-        return dict(NO_GPU)
-    return {**NO_GPU, **found} if isinstance(found, dict) else dict(NO_GPU)
+        return NO_GPU.copy()
+    # The child wrote `_ask()`'s answer.
+    return cast(GpuInfo, {**NO_GPU, **found}) if isinstance(found, dict) else NO_GPU.copy()
 
 
-def _ask() -> dict:
+def _ask() -> GpuInfo:
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # NVML, not the CUDA runtime: nothing starts
     import torch
 
     if not torch.cuda.is_available():
-        return dict(NO_GPU)
+        return NO_GPU.copy()
     return {"cuda": True, "device_name": _gpu_name(), "driver_dirs": _driver_dirs()}
 
 

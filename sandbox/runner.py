@@ -11,6 +11,7 @@ into the zygote's loop.
 
 from __future__ import annotations
 
+import io
 import os
 import platform
 import signal
@@ -18,7 +19,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sandbox import filesystem, fresh_main, isolation, root_template, seccomp, wire
 from sandbox.cgroup import CgroupFactory
@@ -190,7 +191,8 @@ def _prepare(
     devnull = os.open("/dev/null", os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    sys.stdout.reconfigure(line_buffering=True)
+    # The interpreter's own stdout, a TextIOWrapper (typeshed says only TextIO).
+    cast(io.TextIOWrapper, sys.stdout).reconfigure(line_buffering=True)
     uid = config["uid"] if os.geteuid() == 0 else os.geteuid()
     if template is not None:
         try:

@@ -88,7 +88,7 @@ def _use_filters(filters: list[Any]) -> None:
     """Makes `filters` the process's warning filters, as each runner inherits them."""
     import warnings
 
-    warnings.filters[:] = filters
+    warnings.filters[:] = filters  # type: ignore[index]  # a list; typeshed says Sequence
     mutated = getattr(warnings, "_filters_mutated", None)  # every "once"/"default" record made before is stale
     if mutated is not None:
         mutated()

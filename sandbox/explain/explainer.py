@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from sandbox.explain.hazards import HazardChecker
 from sandbox.explain.ops import OpTracer
@@ -74,7 +74,7 @@ class Explainer:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         if self._tracer is not None:
             self._tracer.uninstall()
         if self._scaler is not None:
@@ -124,17 +124,21 @@ class Explainer:
         }
         event = scaler.error_for(exc)
         if event is not None:
-            info.update(explanation=event["message"], source=f"scaler.{event['call']}()")
+            info["explanation"] = event["message"]
+            info["source"] = f"scaler.{event['call']}()"
             if event.get("line") is not None:
                 info["line"] = event["line"]
             return info
         text = explain_scaler_error(exc)
         if text is not None:
-            info.update(explanation=text, source="GradScaler")
+            info["explanation"] = text
+            info["source"] = "GradScaler"
             return info
         if tracer.last_failed is not None and tracer.last_failed[0] is exc:
             entry = tracer.last_failed[1]
-            info.update(source=entry["name"], line=entry["line"], explanation=_op_error_hint(entry, first))
+            info["source"] = entry["name"]
+            info["line"] = entry["line"]
+            info["explanation"] = _op_error_hint(entry, first)
         return info
 
 
@@ -190,6 +194,7 @@ def _trim(report: Report) -> Report:
         ("scaler", "scaler_truncated"),
         ("hazards", "hazards_truncated"),
     ):
+        # mypy reads a TypedDict by literal keys only; these are the tuple's literals above.
         rows: list[Any] = report[key]  # type: ignore[literal-required]
         while rows and size > MAX_REPORT_BYTES:
             size -= len(json.dumps(rows.pop())) + 2

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from sandbox.explain.calls import LOW_PRECISION, Call, dtype_name, first_tensor
-from sandbox.explain.report import Hazard
+from sandbox.explain.report import Hazard, HazardKind
 
 MAX_CHECK_NUMEL = 1 << 22
 """Larger outputs are not checked at all."""
@@ -130,7 +130,7 @@ class HazardChecker:
     def __init__(self, line_of: Callable[[Call | None], int | None]) -> None:
         self.line_of = line_of
         self.hazards: list[Hazard] = []
-        self._index: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._index: dict[tuple[Any, ...], Hazard] = {}
         self.truncated = False
         self._clean: dict[tuple[Any, ...], int] = {}
         self._mutating: dict[Any, bool] = {}
@@ -323,7 +323,9 @@ class HazardChecker:
 
     # bookkeeping
 
-    def _add(self, kind: str, func: Any, call: Call | None, dt: torch.dtype, text: str) -> None:
+    def _add(
+        self, kind: HazardKind, func: Any, call: Call | None, dt: torch.dtype, text: str
+    ) -> None:
         line = self.line_of(call)
         aten = func if isinstance(func, str) else func.overloadpacket.__name__
         op = call.name if call is not None else f"aten.{aten}"

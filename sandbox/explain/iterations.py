@@ -53,6 +53,7 @@ class IterationLog:
                     break
                 entry = {**event, "count": 1}
                 block.append(entry)
+                # A ScalerEvent (what `add` was given) with its count: mypy sees a plain dict.
                 self._events.append(entry)  # type: ignore[arg-type]
             self._last_keys, self._last_block = keys, block
         self._pending = []

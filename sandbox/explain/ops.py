@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -35,7 +35,7 @@ from sandbox.explain.calls import (
     reason_for,
     tensors_in,
 )
-from sandbox.explain.report import OpRecord
+from sandbox.explain.report import OpRecord, TensorMeta
 from sandbox.explain.unseen import (
     HANDING_OVER,
     OwnWork,
@@ -72,7 +72,7 @@ class _FunctionMode(TorchFunctionMode):
         super().__init__()
         self.tracer = tracer
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         # Fast path first: property reads (`p.grad`, `x.dtype`) are most of the calls.
         if kwargs is None:
             kwargs = {}
@@ -99,7 +99,7 @@ class _DispatchMode(TorchDispatchMode):
         super().__init__()
         self.tracer = tracer
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.tracer.on_dispatch(func, args, kwargs or {})
 
 
@@ -114,7 +114,7 @@ class OpTracer:
         self.filename = filename
         self.max_ops = max_ops
         self.ops: list[OpRecord] = []
-        self._index: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        self._index: dict[tuple[Any, ...], OpRecord | None] = {}
         self.ops_total = 0
         self.calls_total = 0
         self.truncated = False
@@ -122,7 +122,7 @@ class OpTracer:
         self.paused = 0
         self._site_calls: dict[tuple[Any, int | None], int] = {}
         self.errors: list[str] = []
-        self.last_failed: tuple[BaseException, dict[str, Any]] | None = None
+        self.last_failed: tuple[BaseException, OpRecord] | None = None
         self.before_dispatch: PreHook | None = None
         self.after_dispatch: DispatchHook | None = None
         self.after_call: (
@@ -191,6 +191,7 @@ class OpTracer:
             push = False  # watched, it would compute in float32 what autocast computes in low precision
         self.stack.append(call)
         if push:
+            # `push` holds only with a mode (above), which mypy does not carry through a bool.
             self._dispatch_mode.__enter__()  # type: ignore[union-attr]
             self._dispatch_depth += 1
         try:
@@ -244,6 +245,7 @@ class OpTracer:
         self.stack.pop()
         if pushed:
             self._dispatch_depth -= 1
+            # Pushed only with a mode (`on_function`), which mypy does not carry through a bool.
             self._dispatch_mode.__exit__(None, None, None)  # type: ignore[union-attr]
 
     def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -279,6 +281,7 @@ class OpTracer:
                         and isinstance(out, torch.Tensor)
                         and src.dtype != out.dtype
                     ):
+                        # `cast` holds only with a call, which mypy does not carry through a bool.
                         call.casts.append(  # type: ignore[union-attr]
                             (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
                         )
@@ -355,7 +358,7 @@ class OpTracer:
         casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
         key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason)
         self.calls_total += 1
-        entry = self._index.get(key, False)
+        entry: OpRecord | Literal[False] | None = self._index.get(key, False)
         if entry is False:
             self.ops_total += 1
             entry = None
@@ -391,5 +394,5 @@ class OpTracer:
             self.last_failed = (exc, entry)
 
 
-def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> dict[str, Any]:
+def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> TensorMeta:
     return {"dtype": d[0], "shape": list(d[1]), "device": d[2]}

@@ -90,10 +90,13 @@ class ScalerEvent(TypedDict, total=False):
     """`misuse` and `error`: the explanation, in a sentence."""
 
 
+HazardKind = Literal["overflow", "underflow", "absorption"]
+
+
 class Hazard(TypedDict):
     """A numeric hazard of float16/bfloat16, folded by (kind, line, op)."""
 
-    kind: Literal["overflow", "underflow", "absorption"]
+    kind: HazardKind
     line: int | None
     op: str
     """The user-level call it happened in, or `aten.<op>` when none was traced."""

@@ -6,9 +6,10 @@ tracer, the GradScaler monitor and the hazard checks).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from sandbox.explain.report import Report
+from sandbox.explain.report import OpRecord, Report, ScalerEvent
 
 MAX_SENTENCES = 4
 
@@ -29,13 +30,12 @@ def summarize(report: Report) -> list[str]:
     error = report.get("error")
 
     if error:
-        if error.get("explanation") and error.get("source", "").startswith(
-            ("scaler.", "GradScaler")
-        ):
+        text = error.get("explanation")
+        # `_error` in explainer.py sets a source with every explanation.
+        if text and (error.get("source") or "").startswith(("scaler.", "GradScaler")):
             where = f"On line {error['line']}, " if error.get("line") is not None else ""
-            text = error["explanation"]
             out.append(where + (text if where else text[0].upper() + text[1:]) + ".")
-        elif error.get("explanation") and error.get("source"):
+        elif text and error.get("source"):
             out.append(
                 f"{error['source']}{_line(error.get('line'))} raised {error['type']} because "
                 f"{error['explanation']}."
@@ -61,10 +61,10 @@ def summarize(report: Report) -> list[str]:
 
     cast = next((o for o in ops if o["reason"].startswith("cast to")), None)
     if cast is not None:
-        ac = cast["autocast"] or {}
+        ac: Mapping[str, object] = cast["autocast"] or {}
         froms = sorted({c["from"] for c in cast["casts"]}) or ["float32"]
         out.append(
-            f"{cast['name']}{_line(cast['line'])} ran in {cast['output']['dtype']} because autocast "
+            f"{cast['name']}{_line(cast['line'])} ran in {_out_dtype(cast)} because autocast "
             f"({ac.get('device_type')}, {ac.get('dtype')}) cast its {' and '.join(froms)} inputs."
         )
     contrast = _without_autocast(ops, cast) if cast is not None else None
@@ -97,7 +97,7 @@ def summarize(report: Report) -> list[str]:
     return out[:MAX_SENTENCES]
 
 
-def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
+def _plain_sentence(ops: list[OpRecord]) -> str | None:
     """What the first op on tensors did when autocast played no part (created tensors aside)."""
     candidates = [
         o
@@ -114,7 +114,7 @@ def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
     explicit = [o for o in candidates if o["reason"].startswith("explicit cast")]
     o = (promoted or explicit or candidates)[0]
     where = f"{o['name']}{_line(o['line'])}"
-    dt = o["output"]["dtype"]
+    dt = _out_dtype(o)
     if o["reason"].startswith("explicit cast"):
         return f"{where} converted its input to {dt} explicitly; no autocast was involved."
     if "promoted" in o["reason"]:
@@ -124,17 +124,25 @@ def _plain_sentence(ops: list[dict[str, Any]]) -> str | None:
     return f"{where} returned {dt} ({o['reason']})."
 
 
-def _without_autocast(ops: list[dict[str, Any]], cast: dict[str, Any]) -> str | None:
+def _without_autocast(ops: list[OpRecord], cast: OpRecord) -> str | None:
     """The same op as `cast`, run where autocast was off (after its region, or in a nested
     `autocast(enabled=False)`) and so in another dtype: the contrast a snippet is usually written
     to show, which the summary's first sentence alone left out."""
-    dt = cast["output"]["dtype"]
+    dt = _out_dtype(cast)
     o = next((o for o in ops if o["name"] == cast["name"] and o["reason"].startswith("outside autocast")
               and o["output"] and o["output"]["dtype"] != dt and o["line"] is not None), None)  # fmt: skip
     if o is None:
         return None
-    return (f"{o['name']}{_line(o['line'])} ran with autocast off, so it returned {o['output']['dtype']}, "
+    return (f"{o['name']}{_line(o['line'])} ran with autocast off, so it returned {_out_dtype(o)}, "
             f"its inputs' dtype, where under autocast{_line(cast['line'])} it returned {dt}.")
+
+
+def _out_dtype(op: OpRecord) -> str:
+    """The dtype `op` returned. Every op the sentences name returned a tensor: `reason_for` gives
+    the reasons they look for only to those, and `_plain_sentence` keeps only those."""
+    output = op["output"]
+    assert output is not None, op["reason"]
+    return output["dtype"]
 
 
 def _sentence(text: str) -> str:
@@ -142,13 +150,16 @@ def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def _scaler_skip_sentence(events: list[dict[str, Any]]) -> str | None:
+def _scaler_skip_sentence(events: list[ScalerEvent]) -> str | None:
     skipped = [e for e in events if e.get("event") == "step" and e.get("taken") is False]
     if not skipped:
         return None
     n = sum(e.get("count", 1) for e in skipped)
     updates = [e for e in events if e.get("event") == "update" and e.get("change") != "unchanged"]
-    lowered = [e for e in updates if (e.get("new_scale") or 0) < (e.get("old_scale") or 0)]
+    # float(): a non-finite scale is "inf" or "nan" in the plain report, which `<` cannot compare.
+    lowered = [
+        e for e in updates if float(e.get("new_scale") or 0) < float(e.get("old_scale") or 0)
+    ]
     what = (
         f"skipped the optimizer step{_line(skipped[0].get('line'))}"
         if n == 1
@@ -169,7 +180,7 @@ def _scaler_skip_sentence(events: list[dict[str, Any]]) -> str | None:
     return text + "."
 
 
-def _scaler_steady_sentence(events: list[dict[str, Any]]) -> str | None:
+def _scaler_steady_sentence(events: list[ScalerEvent]) -> str | None:
     disabled = next((e for e in events if e.get("enabled") is False), None)
     if disabled is not None:
         return (

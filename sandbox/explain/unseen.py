@@ -13,7 +13,7 @@ Runs in: the runner. Only torch and the standard library are imported.
 from __future__ import annotations
 
 import warnings
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 import torch
@@ -43,6 +43,7 @@ class OwnWork:
         # filters, and so the snippet's own record of what it was shown, are left alone. A
         # snippet may have deleted it (Python then prints by itself): it is put back as it was.
         self.shown = vars(warnings).get("_showwarnmsg", _ABSENT)
+        # Private hook: typeshed leaves it out.
         warnings._showwarnmsg = _shown_to_no_one  # type: ignore[attr-defined]
         self.tracer.paused += 1
         self.functions.__enter__()
@@ -55,17 +56,22 @@ class OwnWork:
             self.__exit__(None, None, None)
             raise
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         try:
             if self.modes is not None:
-                self.modes.__exit__(*exc)
+                self.modes.__exit__(exc_type, exc, tb)
         finally:
-            self.functions.__exit__(*exc)
+            self.functions.__exit__(exc_type, exc, tb)
             self.tracer.paused -= 1
             if self.shown is _ABSENT:
                 vars(warnings).pop("_showwarnmsg", None)
             else:
-                warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]
+                warnings._showwarnmsg = self.shown  # type: ignore[attr-defined]  # private hook
 
 
 _ABSENT = object()
