@@ -18,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.bank.edit import NotASet
+from app.bank.workspace import SET_FILE_BYTES, NoSuchFile, WorkspaceError
 from app.runs.queue import QueueFull
 from sandbox import SandboxError
 
@@ -115,13 +116,9 @@ def run_refusal(exc: Exception) -> AppError | None:
     return None
 
 
-STUDIO_FILE_BYTES = 512 * 1024
-"""The largest question-set file the studio reads."""
-
-
 def too_large_message(settings: Any, path: str = "") -> str:
     if path.startswith("/studio/"):
-        return f"That request is too large to read; a question-set file is limited to {STUDIO_FILE_BYTES // 1024} KiB."
+        return f"That request is too large to read; a question-set file is limited to {SET_FILE_BYTES // 1024} KiB."
     limit = f"; code is limited to {settings.max_code_bytes} bytes" if settings else ""
     return f"That request is too large to read{limit}."
 
@@ -175,6 +172,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _not_a_set(request: Request, exc: NotASet) -> Response:
         # A studio edit of half-typed YAML: a sentence for its author, whichever edit it was.
         return render_error(request, 400, str(exc))
+
+    @app.exception_handler(WorkspaceError)
+    async def _workspace_refused(request: Request, exc: WorkspaceError) -> Response:
+        # What the bank's folder refuses the studio (a file name, a size): said as it is.
+        return render_error(request, 404 if isinstance(exc, NoSuchFile) else 400, str(exc))
 
     @app.exception_handler(QueueFull)
     @app.exception_handler(SandboxError)

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from app.bank.workspace import SET_FILE_BYTES
 from app.runs import Runs, open_runs
 from app.runs.local import LocalRuns
 from app.runs.queue import RunQueue
@@ -25,7 +26,7 @@ from app.verify.live_bank import LiveBank
 from app.verify.proofs import ProofBook, Prover
 from app.verify.question_runs import QuestionRuns
 from app.web.answer_rate import AnswerRate
-from app.web.errors import STUDIO_FILE_BYTES, install_error_handlers
+from app.web.errors import install_error_handlers
 from app.web.middleware import BodyLimit, LearnerCookie, SameOrigin, SecurityHeaders
 from app.web.page_threads import PageThreads
 from app.web.rendering.render import make_templates
@@ -119,7 +120,7 @@ def create_app(
     app.state.templates = templates
     app.state.settings = settings
     # innermost of ours; a studio call carries a whole set file, JSON-escaped (up to 6 bytes a character)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes(), studio_max_bytes=STUDIO_FILE_BYTES * 6 + 4096)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes(), studio_max_bytes=SET_FILE_BYTES * 6 + 4096)
     app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
     app.add_middleware(SameOrigin)
     app.add_middleware(SecurityHeaders)

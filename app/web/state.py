@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 
 from app import review
 from app.bank.load import Bank, LoadedQuestion
+from app.bank.workspace import Workspace
 from app.progress import Standing
 from app.runs.queue import RunQueue
 from app.settings import Settings
@@ -61,6 +62,11 @@ class WebState:
     @property
     def bank(self) -> Bank:
         return self.live_bank.current()
+
+    @functools.cached_property
+    def workspace(self) -> Workspace:
+        """The bank's folder as the studio writes it (`app.bank.workspace`)."""
+        return Workspace(self.settings.bank)
 
     def code_too_long(self, code: str) -> PayloadTooLarge | None:
         """The 413 for a snippet over the size limit (the API raises it, the playground shows it)."""

@@ -30,7 +30,7 @@ RUNS_AT_ONCE = 2
 @router.post("/api/distractors")
 async def proved_distractors(request: Request, state: State, who: Instructor, name: Annotated[str, Body()],
                              text: Annotated[str, Body()], question_id: Annotated[str, Body()]) -> Any:  # fmt: skip
-    q = question_from_text(name, text, question_id)
+    q = question_from_text(state, name, text, question_id)
     code = q.question.code
     if not code:
         raise AppError("That question has no code to apply the mistakes to.")

@@ -9,10 +9,6 @@ server picks the saved file up like any edit."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import tempfile
-from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
@@ -20,18 +16,13 @@ from fastapi import APIRouter, Body, Form, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.bank import edit, lint
-from app.bank.load import (
-    LoadedQuestion,
-    duplicate_ids,
-    ids_taken_elsewhere,
-    load_text,
-    question_files,
-)
+from app.bank.load import LoadedQuestion
 from app.bank.problem import Problem
+from app.bank.workspace import WorkspaceError
 from app.grading import grade
 from app.verify.key_checks import not_checked_here, studio_check
 from app.web.deps import State
-from app.web.errors import STUDIO_FILE_BYTES, AppError, NotFound, run_refusal
+from app.web.errors import AppError, NotFound, run_refusal
 from app.web.rendering.render import page
 from app.web.routes.pages import question_context
 from app.web.routes.studio.auth import Instructor
@@ -39,36 +30,8 @@ from app.web.routes.studio.view import studio_page
 from app.web.state import WebState
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
-FILE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\.ya?ml$")
-
-
-def bank_folder(state: WebState) -> Path:
-    root = Path(state.settings.bank)
-    return root.parent if root.is_file() else root
-
-
-def bank_file(state: WebState, name: str, *, new: bool = False) -> Path:
-    """A question-set file of the bank by name; never a path outside the bank folder."""
-    if not FILE.match(name):
-        raise AppError("A set's file name is lowercase words joined by '-', ending in .yaml.")
-    path = bank_folder(state) / name
-    if not new and path not in question_files(bank_folder(state)):
-        raise NotFound(f"The bank has no file {name!r}.")
-    return path
-
-
-def _parse(name: str, text: str, state: WebState | None = None) -> tuple[Any, list[dict[str, Any]]]:
-    """The file's text as the loader reads it, and its problems. With `state`, as the bank would
-    take it: also an id used twice in the file or already served by another file (either leaves
-    the file out whole, as `ampquiz lint` says)."""
-    if len(text.encode("utf-8", "surrogatepass")) > STUDIO_FILE_BYTES:
-        raise AppError(f"That file is over {STUDIO_FILE_BYTES // 1024} KiB.")
-    loaded, problems = load_text(text, Path(name).stem, name)
-    if loaded is not None and state is not None:
-        problems = duplicate_ids(loaded) + ids_taken_elsewhere(loaded, state.bank, bank_folder(state) / name)
-        if problems:
-            loaded = None
-    return loaded, _located(problems)
+"""The file names, what the bank would take and saving are the bank folder's
+(`app.bank.workspace`, `WebState.workspace`); its refusals are said by `app.web.errors`."""
 
 
 def _located(problems: list[Problem]) -> list[dict[str, Any]]:
@@ -76,10 +39,10 @@ def _located(problems: list[Problem]) -> list[dict[str, Any]]:
     return [{"line": p.line, "col": p.col, "message": p.message} for p in problems]
 
 
-def question_from_text(name: str, text: str, question_id: str) -> LoadedQuestion:
-    loaded, problems = _parse(name, text)
+def question_from_text(state: WebState, name: str, text: str, question_id: str) -> LoadedQuestion:
+    loaded, problems = state.workspace.parse(name, text)
     if loaded is None:
-        raise AppError(f"Fix the file's problems first ({problems[0]['line']}:{problems[0]['col']}: {problems[0]['message']}).")
+        raise AppError(f"Fix the file's problems first ({problems[0].line}:{problems[0].col}: {problems[0].message}).")
     found = next((q for q in loaded.questions if q.id == question_id), None)
     if found is None:
         raise NotFound(f"The file has no question {question_id!r}.")
@@ -92,8 +55,7 @@ async def editor_page(
 ) -> Response:
     """The set's YAML in the editor; with `new`, a question of that id added at its end (and picked);
     with `line`, the cursor on that line (the bank status's `file:line` links)."""
-    path = bank_file(state, name)
-    text = path.read_text(encoding="utf-8")
+    text = state.workspace.read(name)
     if new:
         try:
             text = edit.add_question(text, new)
@@ -104,24 +66,17 @@ async def editor_page(
 
 @router.post("/new-set")
 async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], title: Annotated[str, Form(max_length=80)]) -> Response:
-    path = bank_file(state, name, new=True)
-    if path.exists():
-        raise AppError(f"{name} exists already: open it instead.")
-    # Its first question in a topic of the set's own (the starter's topic counted it in another
-    # set's topic on learners' pages), and the file out of the bank until its author has written
-    # what the starter leaves to write (`app.bank.schema.Written`): a draft.
-    stem = Path(name).stem[:74]
-    _save(path, edit.add_question(edit.new_set(title or "New set"), stem + "-first", topic=stem))
+    state.workspace.create(name, title)  # a draft, out of the bank until its author writes it
     return Response(status_code=303, headers={"location": f"/studio/edit/{name}"})
 
 
 @router.post("/api/check")
 async def check_text(state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
-    loaded, problems = _parse(name, text, state)
+    loaded, problems = state.workspace.parse(name, text, state.bank)
     # What `ampquiz lint` warns about too (a key no one could type, a choice whose words say
     # another thing than its outcome), after the problems: shown, never a reason to refuse a save.
     warned = _located(lint.warnings(loaded.questions)) if loaded else []
-    return {"problems": problems + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
+    return {"problems": _located(problems) + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
 
 
 def _ids(text: str) -> list[str]:
@@ -141,9 +96,9 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
     # output is how the author writes the answer. The key is checked once the file loads.
     q: LoadedQuestion | None = None
     try:
-        q = question_from_text(name, text, question_id)
+        q = question_from_text(state, name, text, question_id)
         code, requires = q.question.code, q.question.requires
-    except AppError as problems:
+    except (AppError, WorkspaceError) as problems:
         try:
             code, requires = edit.code_of(text, question_id)
         except (KeyError, edit.NotASet):
@@ -187,7 +142,7 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
                   question_id: Annotated[str, Form()], answered: Annotated[bool, Form()] = False) -> Response:  # fmt: skip
     """The question exactly as a learner sees it, from the unsaved text: before answering, or
     after a right answer (with the run of its code)."""
-    q = question_from_text(name, text, question_id)
+    q = question_from_text(state, name, text, question_id)
     context = {**question_context(state, "", q), "submit_id": "preview", "preview": True}
     if answered:
         key = getattr(q.question, "answer", None)
@@ -203,39 +158,23 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
 
 @router.post("/api/save")
 async def save(request: Request, state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
-    path = bank_file(state, name, new=True)
-    loaded, problems = _parse(name, text, state)
-    if loaded is None:
-        # A file learners are served is never saved with problems: it would be left out whole,
-        # its questions gone from their pages. One they are not served (a new set, a draft, a file
-        # left out already) is kept as it is, a draft: a new set's answer taken from a run was
-        # lost until its description, explanation and source were all written (a newcomer's walk).
-        # Only a file the loader itself refuses is a draft: one that loads but takes another
-        # file's ids would, on the next start, contend with that file for them.
-        served = any(Path(s.path).resolve() == path.resolve() for s in state.bank.sets)
-        if served or load_text(text, Path(name).stem, name)[0] is not None:
-            why = " (learners are served this file, and would lose its questions)" if served else ""
-            return JSONResponse({"ok": False, "error": f"The file does not lint; nothing was saved{why}.", "status": 422,
-                                 "problems": problems}, status_code=422)  # fmt: skip
-        _save(path, text)
+    checked = state.workspace.check(name, text, state.bank)
+    if checked.refusal is not None:  # `app.bank.workspace`: drafts, and files learners are served
+        return JSONResponse({"ok": False, "error": checked.refusal, "status": 422, "problems": _located(checked.problems)},
+                            status_code=422)  # fmt: skip
+    if checked.draft:
+        state.workspace.save(checked)
         await asyncio.to_thread(state.live_bank.reload)
-        return {"ok": True, "saved": name, "draft": True, "problems": problems, "warnings": []}
+        return {"ok": True, "saved": name, "draft": True, "problems": _located(checked.problems), "warnings": []}
+    assert checked.loaded is not None
     warnings = []
-    for q in loaded.questions:
+    for q in checked.loaded.questions:
         if not q.question.code or not_checked_here(state.proofs, q):
             continue  # a run here proves nothing of its key
         run = await state.run_queue.run(q.question.code, owners=state.owners(request))
         verdict = studio_check(state.proofs, q, run)
         if verdict.result == "fail":
             warnings.append({"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff})
-    _save(path, text)
+    state.workspace.save(checked)
     await asyncio.to_thread(state.live_bank.reload)  # served at once, not at the next check
     return {"ok": True, "saved": name, "warnings": warnings}
-
-
-def _save(path: Path, text: str) -> None:
-    """Atomically: the server's reload never reads half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".studio-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
