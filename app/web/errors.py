@@ -105,15 +105,21 @@ class TooManyRuns(AppError):
         self.retry_after_s = retry_after_s
 
 
-def run_refusal(exc: Exception) -> AppError | None:
+RUN_REFUSED = (QueueFull, SandboxError)
+"""What a run raises when it could not even start; `run_refusal` says it. Catch these, and only
+these: anything else a run raises is a fault of ours (a 500)."""
+
+
+def run_refusal(exc: QueueFull | SandboxError, doing: str | None = None) -> AppError:
     """What a user is told when a run could not even start: the queue is full (429, with when to
-    come back) or the sandbox is down (503). None for any other exception. The one place that
-    words these, for the API, the pages and the run shown with an answered question."""
+    come back) or the sandbox is down (503; logged, with what was being done, where `doing` says
+    it). The one place that turns these into an answer, for the API, the pages, the studio and
+    the run shown with an answered question: raised (the handler renders it), or shown on a page."""
     if isinstance(exc, QueueFull):
         return TooManyRuns(exc.retry_after_s, exc.reason, exc.limit)
-    if isinstance(exc, SandboxError):
-        return SandboxDown()
-    return None
+    if doing is not None:
+        log.error("sandbox failure %s: %s", doing, exc)
+    return SandboxDown()
 
 
 def too_large_message(settings: Any, path: str = "") -> str:
@@ -181,10 +187,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(QueueFull)
     @app.exception_handler(SandboxError)
     async def _run_refused(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, SandboxError):
-            log.error("sandbox failure on %s: %s", request.url.path, exc)
-        err = run_refusal(exc)
-        assert err is not None
+        assert isinstance(exc, RUN_REFUSED)
+        err = run_refusal(exc, doing=f"on {request.url.path}")
         return render_error(request, err.status, err.message, err.headers)
 
     @app.exception_handler(StarletteHTTPException)

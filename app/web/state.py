@@ -7,7 +7,6 @@ Kept on the app, never at module level, so tests build several apps side by side
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,11 +27,9 @@ from app.verify.live_bank import LiveBank
 from app.verify.proofs import Proof, ProofBook
 from app.verify.question_runs import QuestionRuns
 from app.web.answer_rate import AnswerRate, TooManyAnswers, address_key
-from app.web.errors import AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
+from app.web.errors import RUN_REFUSED, AppError, NotFound, NotGraded, PayloadTooLarge, run_refusal
 from app.web.page_threads import PageThreads
 from app.web.rendering.fragments import SharedFragments
-
-log = logging.getLogger("ampquiz.web")
 
 
 def client_address(request: Request) -> str:
@@ -170,11 +167,8 @@ class WebState:
             return None, too_long
         try:
             result = await self.run_queue.run(code, explain=explain, device=device, owners=self.owners(request))
-        except Exception as exc:
-            refusal = run_refusal(exc)
-            if refusal is None:
-                raise
-            return None, refusal
+        except RUN_REFUSED as exc:
+            return None, run_refusal(exc)
         return result.to_dict(), None
 
     async def question_run(self, loaded: LoadedQuestion) -> tuple[dict[str, Any] | None, str | None]:
@@ -183,13 +177,8 @@ class WebState:
             return None, None
         try:
             run = await self.question_runs.run(loaded)
-        except Exception as exc:
-            refusal = run_refusal(exc)
-            if refusal is None:
-                raise
-            if refusal.status >= 500:
-                log.error("sandbox failure running %s: %s", loaded.id, exc)
-            return None, refusal.message
+        except RUN_REFUSED as exc:
+            return None, run_refusal(exc, doing=f"running {loaded.id}").message
         found = self._run_dicts.get(id(run))
         if found is None or found[0] is not run:  # the shared run as a dict, made once per run
             found = self._run_dicts[id(run)] = (run, run.to_dict())

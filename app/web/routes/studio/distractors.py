@@ -17,7 +17,7 @@ from app.bank import edit
 from app.mutate.apply import mutants_of
 from app.mutate.run import distractors, report_of
 from app.web.deps import State
-from app.web.errors import AppError, NotFound, run_refusal
+from app.web.errors import RUN_REFUSED, AppError, NotFound, run_refusal
 from app.web.routes.studio.auth import Instructor
 from app.web.routes.studio.editor import question_from_text
 
@@ -49,11 +49,8 @@ async def proved_distractors(request: Request, state: State, who: Instructor, na
         original, again, *runs = await asyncio.gather(
             run(code, True), run(code, False), *(run(m.code, True) for m in mutants)
         )
-    except Exception as exc:
-        refusal = run_refusal(exc)
-        if refusal is None:
-            raise
-        raise refusal from None
+    except RUN_REFUSED as exc:
+        raise run_refusal(exc) from None
     if original.status == "unavailable":
         raise AppError(original.message or "This code cannot run on this server.")
     report = report_of(code, original, again, mutants, runs)

@@ -22,7 +22,7 @@ from app.bank.workspace import WorkspaceError
 from app.grading import grade
 from app.verify.key_checks import not_checked_here, studio_check
 from app.web.deps import State
-from app.web.errors import AppError, NotFound, run_refusal
+from app.web.errors import RUN_REFUSED, AppError, NotFound, run_refusal
 from app.web.rendering.render import page
 from app.web.routes.pages import question_context
 from app.web.routes.studio.auth import Instructor
@@ -108,11 +108,8 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
     device = "cuda" if requires == "cuda" else None
     try:
         run = await state.run_queue.run(code, explain=True, device=device, owners=state.owners(request))
-    except Exception as exc:
-        refusal = run_refusal(exc)
-        if refusal is None:
-            raise
-        raise refusal from None
+    except RUN_REFUSED as exc:
+        raise run_refusal(exc) from None
     panel = await page(state, request, "_run_panel.html", run=run.to_dict())
     if q is None:
         return {"run": run.to_dict(), "panel": panel.body.decode(), "key": "unchecked",
