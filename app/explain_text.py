@@ -41,7 +41,9 @@ def lead_findings(warnings: list[Any]) -> list[str]:
 def what_happened(run: dict[str, Any]) -> list[str]:
     """The summary a learner reads first: findings from the warnings, then the explanation's own
     sentences (the most important first), without repeats."""
-    explanation = run.get("explanation") if isinstance(run.get("explanation"), dict) else {}
+    explanation = run.get("explanation")
+    if not isinstance(explanation, dict):
+        explanation = {}
     summary = [str(x) for x in (explanation.get("summary") or []) if isinstance(x, str)]
     lead = lead_findings(run.get("warnings") or [])
     return lead + [x for x in summary if x not in lead]

@@ -20,6 +20,7 @@ from app.bank.schema import (
     DTYPE_NAME,
     NUMBER,
     SAME_DTYPE,
+    Device,
     MultipleChoiceQuestion,
     PredictOutputQuestion,
     Tolerance,
@@ -51,7 +52,8 @@ def accepted_outputs(question: PredictOutputQuestion) -> list[str]:
     """Every printed text that counts as right: the answer and its spellings, for the device the
     question asks about. What the code prints on another device never counts (a question about a
     machine without a GPU is not answered by what a GPU prints)."""
-    here = question.device_answers.get(question.asks_about)
+    device = question.asks_about
+    here = next((text for d, text in question.device_answers.items() if d == device), None)
     texts = [question.answer, *question.accept, *([here] if here is not None else [])]
     return list(dict.fromkeys(normalise_output(t) for t in texts))
 
@@ -240,7 +242,7 @@ class GradedAnswer:
     output: str | None = None
     choices: list[Feedback] = field(default_factory=list)
     expected_output: str | None = None
-    device_answers: dict[str, str] = field(default_factory=dict)
+    device_answers: dict[Device, str] = field(default_factory=dict)
     accepted: list[str] = field(default_factory=list)
     tolerance: str = ""
     """How close printed numbers must be, in words ("0.2 %"), when the question has a tolerance."""

@@ -14,7 +14,7 @@ import re
 import secrets
 from datetime import datetime, timedelta
 
-from sqlmodel import Field, Session, SQLModel, delete, select
+from sqlmodel import Field, Session, SQLModel, col, delete, select
 
 from app.store import Store, as_utc, utcnow
 
@@ -41,6 +41,7 @@ def _hash(token: str) -> str:
 
 
 def ensure_tables(store: Store) -> None:
+    # SQLModel gives a table model its __table__ as it makes the class; its types leave it out.
     store.make_tables(Instructor.__table__, SignInLink.__table__)  # type: ignore[attr-defined]
 
 
@@ -71,7 +72,7 @@ def remove(store: Store, name: str) -> bool:
             return False
         # Its links first, flushed: left to the session, the instructor's row could be deleted
         # before them (their foreign key then refused it, and no one could be removed).
-        s.exec(delete(SignInLink).where(SignInLink.name == name))  # type: ignore[call-overload]
+        s.exec(delete(SignInLink).where(col(SignInLink.name) == name))
         s.flush()
         s.delete(found)
         s.commit()
@@ -132,5 +133,5 @@ def end_session(store: Store, session: str) -> None:
     """Signing out: the session's cookie is refused from now on, wherever a copy of it is."""
     ensure_tables(store)
     with Session(store.engine) as s:
-        s.exec(delete(SignInLink).where(SignInLink.token_hash == session))  # type: ignore[call-overload]
+        s.exec(delete(SignInLink).where(col(SignInLink.token_hash) == session))
         s.commit()

@@ -180,7 +180,7 @@ def set_stats(bank: Bank, attempts: Iterable[Attempt]) -> dict[str, SetStats]:
     for loaded_set in bank.sets:
         ids = [q.id for q in loaded_set.questions]
         learners = {a.learner_id for qid in ids for a in counted.get(qid, [])}
-        facilities = [items[qid].facility for qid in ids if items[qid].facility is not None]
+        facilities = [f for qid in ids if (f := items[qid].facility) is not None]
         out[loaded_set.id] = SetStats(
             loaded_set.id, len(learners), sum(items[qid].attempts for qid in ids),
             statistics.fmean(facilities) if facilities else None,

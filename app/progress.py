@@ -211,6 +211,7 @@ class Standing:
     def queue_items(self) -> list[review.QueueItem]:
         """Every missed question of the bank as it is now, soonest due first (due ones lead)."""
         if self._items is None:
+            # A CardRow has the ReviewCard fields queue() reads; review types it by the model.
             self._items = review.queue(self._cards, self.now, self._due)  # type: ignore[arg-type]
         return self._items
 
@@ -220,7 +221,7 @@ class Standing:
     def queue(self, limit: int | None = None, *, due: bool | None = None) -> list[QueueRow]:
         """The review queue as rows to show, soonest due first: all of it, or the first `limit`
         (only those due now, or only those not due yet, with `due`)."""
-        rows = []
+        rows: list[QueueRow] = []
         for item in self.queue_items():
             if due is not None and item.is_due != due:
                 continue

@@ -32,7 +32,7 @@ def remote_settings(command: str, **overrides: object) -> Settings | None:
     from app.settings import Settings, SettingsError
 
     try:
-        settings = Settings.from_env(**overrides)
+        settings = Settings.from_env(None, **overrides)  # the environment, then the flags
     except SettingsError as exc:
         print(f"ampquiz {command}: {exc}", file=sys.stderr)
         return None

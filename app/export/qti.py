@@ -147,13 +147,13 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
         "xmlns": QTI, "xmlns:xsi": XSI, "xsi:schemaLocation": f"{QTI} {QTI_XSD}", "identifier": item_identifier(q.id),
         "title": common.title(loaded), "adaptive": "false", "timeDependent": "false",
     })  # fmt: skip
-    choice = isinstance(q, MultipleChoiceQuestion)
-    if choice:
-        several = multiple_answers(q)
+    choice = q if isinstance(q, MultipleChoiceQuestion) else None
+    if choice is not None:
+        several = multiple_answers(choice)
         response = _el(item, "responseDeclaration", identifier="RESPONSE",
                        cardinality="multiple" if several else "single", baseType="identifier")  # fmt: skip
         correct = _el(response, "correctResponse")
-        for index in sorted(correct_choices(q)):
+        for index in sorted(correct_choices(choice)):
             _value(correct, choice_identifier(index))
     else:
         assert isinstance(q, PredictOutputQuestion)
@@ -168,10 +168,10 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
     _el(item, "outcomeDeclaration", identifier="FEEDBACK", cardinality="multiple", baseType="identifier")
     body = _el(item, "itemBody")
     _html_into(body, common.question_html(loaded))
-    if choice:
+    if choice is not None:
         interaction = _el(body, "choiceInteraction", responseIdentifier="RESPONSE",
-                          shuffle="true" if q.shuffle else "false", maxChoices="0" if several else "1")  # fmt: skip
-        for index, option in enumerate(q.choices):
+                          shuffle="true" if choice.shuffle else "false", maxChoices="0" if several else "1")  # fmt: skip
+        for index, option in enumerate(choice.choices):
             simple = _el(interaction, "simpleChoice", identifier=choice_identifier(index))
             _html_into(simple, common.inline_html_of(option.text))
     else:
@@ -180,13 +180,13 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
         longest = max(len(s) for s in spellings)
         _el(para, "textEntryInteraction", responseIdentifier="RESPONSE", expectedLength=str(max(20, longest)))
     processing = _el(item, "responseProcessing")
-    _score_rules(processing, mapped=not choice)
+    _score_rules(processing, mapped=choice is None)
     shown = _el(_set(processing, "FEEDBACK"), "multiple")
-    if choice:
+    if choice is not None:
         _el(shown, "variable", identifier="RESPONSE")
     _base(shown, "identifier", GENERAL)
-    if choice:
-        for index, option in enumerate(q.choices):
+    if choice is not None:
+        for index, option in enumerate(choice.choices):
             verdict = "Right" if option.correct else "Not right"
             _feedback(item, choice_identifier(index), verdict, common.html_of(option.why))
     _feedback(item, GENERAL, "Explanation", common.general_feedback_html(loaded, proof))

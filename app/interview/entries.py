@@ -27,6 +27,7 @@ def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int, *, 
     """The `predicted` event's data. `authors_word`: the key was graded on the author's word alone
     (no run on the device it asks about proved it), said wherever the verdict is shown."""
     q = loaded.question
+    answer: str | None
     if isinstance(q, MultipleChoiceQuestion):
         answer = " / ".join(q.choices[i].text for i in graded.picked)
     else:

@@ -56,6 +56,7 @@ class Hub:
         streams = self._streams.setdefault(interview_id, set())
         streams.add(queue)  # before reading the log: nothing recorded meanwhile is missed
         last, quiet_since = after, time.monotonic()
+        event: model.Event | None
         try:
             for event in await asyncio.to_thread(model.events, store, interview_id, after):
                 last = event.id

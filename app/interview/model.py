@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from app.store import Store, as_utc, utcnow
 
@@ -89,6 +89,7 @@ def _hash(token: str) -> str:
 
 
 def ensure_tables(store: Store) -> None:
+    # SQLModel gives a table model its __table__ as it makes the class; its types leave it out.
     store.make_tables(Interview.__table__, InterviewEvent.__table__)  # type: ignore[attr-defined]
 
 
@@ -186,7 +187,7 @@ def events(store: Store, interview_id: int, after: int = 0) -> list[Event]:
     with Session(store.engine) as s:
         rows = s.exec(
             select(InterviewEvent)
-            .where(InterviewEvent.interview_id == interview_id, InterviewEvent.id > after)  # type: ignore[operator]
-            .order_by(InterviewEvent.id)  # type: ignore[arg-type]
+            .where(col(InterviewEvent.interview_id) == interview_id, col(InterviewEvent.id) > after)
+            .order_by(col(InterviewEvent.id))
         )
         return [_event(r) for r in rows]

@@ -150,6 +150,7 @@ class RunQueue:
 
         async def whole_run() -> RunResult:
             try:
+                # Only a backend that keeps turns (`keeps_turns`, checked by the caller) has it.
                 return await self.pool.run_in_turn(code, limits, explain=explain, device=device, lane=lane, owners=owners)  # type: ignore[attr-defined]
             except RunsFull as full:
                 raise QueueFull(full.retry_after_s or self.retry_after_s(), full.reason, full.limit) from None

@@ -224,7 +224,8 @@ class RemoteRuns:
             return  # not from a worker holding the key: the run keeps waiting for the genuine one
         waiting = entry.result if entry is not None else None
         taken = waiting is not None and not waiting.done()
-        if taken:  # first the learner's result, then the worker's receipt: it is off their clock
+        # First the learner's result, then the worker's receipt: it is off their clock.
+        if waiting is not None and taken:
             try:
                 waiting.set_result(result_from_claim(msg.data))
             except BadMessage as exc:
