@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from app.cli import (
+    db,
     docs,
     export,
     instructor,
@@ -24,7 +25,7 @@ from app.cli import (
     workers,
 )
 
-COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate, docs)
+COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate, docs, db)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -88,8 +88,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _database_problem(url: str) -> str | None:
-    """Opens the database (making its tables where they are missing): None, or why it cannot be
-    opened, in a line, instead of a traceback from every process."""
+    """Opens the database (making or migrating its schema where the store may: `app.store.migrate`):
+    None, or why it cannot be opened (an older schema: the command to run), in a line, instead of
+    a traceback from every process."""
     from app.store import Store
     from app.store.database import UNOPENABLE, unopenable
 

@@ -1,6 +1,7 @@
 """The database under the store: engines (SQLite's pragmas, pooled connections), a second try
-after a dropped connection, upgrading an earlier version's schema in place, and SQLite's writers
-taking turns across threads and processes. `app.store.repository` is what the rest of the app calls.
+after a dropped connection, the schema's turn (one process at a time migrates it: the
+migrations themselves are `app.store.migrate`'s), and SQLite's writers taking turns across
+threads and processes. `app.store.repository` is what the rest of the app calls.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event, func, inspect, select, text
+from sqlalchemy import event, func, select
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -92,14 +93,22 @@ def _connect_timeout(parsed: Any) -> dict[str, Any]:
     return {"connect_timeout": CONNECT_TIMEOUT_S}
 
 
-UNOPENABLE = (SQLAlchemyError, OSError, ImportError)
+class SchemaOutOfDate(Exception):
+    """The database's schema is not this ampquiz's, and the store may not change it (see
+    `app.store.migrate`); the message names the database and what to run."""
+
+
+UNOPENABLE = (SQLAlchemyError, OSError, ImportError, SchemaOutOfDate)
 """What opening a database raises when it cannot be opened: the driver's error, a SQLite folder
-that cannot be made, a URL SQLAlchemy cannot read, a driver that is not installed."""
+that cannot be made, a URL SQLAlchemy cannot read, a driver that is not installed, a schema the
+store may not bring up to date."""
 
 
 def unopenable(url: str, exc: BaseException) -> str:
     """Why the database at `url` could not be opened, in a line (the driver's own first line),
     the URL's password hidden."""
+    if isinstance(exc, SchemaOutOfDate):  # says which database, and what to run
+        return str(exc)
     reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip().splitlines()[0]
     return f"cannot open the database {shown_url(url)}: {reason}"
 
@@ -134,29 +143,6 @@ def reconnecting(method: F) -> F:
             return method(*args, **kwargs)
 
     return call  # type: ignore[return-value]
-
-
-def add_missing_columns(engine: Engine) -> list[str]:
-    """Brings a database made by an earlier version up to date: adds the columns and indexes
-    later versions added (every later column has a default, so old rows stay valid). Returns what
-    it added. The only schema change ampquiz makes in place; nothing is ever dropped."""
-    added = []
-    have_tables = set(inspect(engine).get_table_names())
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if table.name not in have_tables:
-                continue
-            have = {c["name"] for c in inspect(conn).get_columns(table.name)}
-            for column in table.columns:
-                if column.name in have:
-                    continue
-                kind = column.type.compile(engine.dialect)
-                default = " NOT NULL DEFAULT ''" if not column.nullable else ""
-                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}{default}'))
-                added.append(f"{table.name}.{column.name}")
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
-    return added
 
 
 SCHEMA_LOCK = 0x616D_7071_7569_7A  # "ampquiz"

@@ -13,18 +13,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import inspect
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
-from app.store import sql
-from app.store.database import (
-    SqliteWriterTurn,
-    add_missing_columns,
-    make_engine,
-    reconnecting,
-    schema_turn,
-)
+from app.store import migrate, sql
+from app.store.database import SqliteWriterTurn, make_engine, reconnecting
 from app.store.driver_statements import DriverQuery, DriverWrite, rows_together
 from app.store.learner_summaries import KeptSummaries, KeptSummary, as_asked
 from app.store.rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
@@ -53,13 +46,12 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
-        with schema_turn(self.engine):
-            had = set(inspect(self.engine).get_table_names())
-            SQLModel.metadata.create_all(self.engine)
-            add_missing_columns(self.engine)
-            sql.fill_summaries(self.engine, missing={sql.LAST.name, sql.TOPICS.name} - had)
-        self._made = set(SQLModel.metadata.tables)
-        """The tables this store made or found (those of every model imported before it)."""
+        try:  # the migrations own the schema: at this ampquiz's revision, or refused
+            self.schema_changes = migrate.open_schema(self.engine)
+            """What opening the database did to its schema, in words (nothing, mostly)."""
+        except BaseException:
+            self.engine.dispose()
+            raise
         # Single statements (reads; on PostgreSQL an answer's one statement too) run on an engine
         # whose connections are in autocommit for good (see `make_engine`). SQLite's driver
         # begins transactions only for writes already: its engine serves both.
@@ -107,13 +99,8 @@ class Store:
         return 1 if self.engine.dialect.name == "sqlite" else 2
 
     def make_tables(self, *tables: Any) -> None:
-        """Makes those of `tables` this store has not made yet (a model imported after it was
-        opened: the interviews', the instructors'), once per process, in the schema's turn."""
-        missing = [t for t in tables if t.name not in self._made]
-        if missing:
-            with schema_turn(self.engine):
-                SQLModel.metadata.create_all(self.engine, tables=missing)
-            self._made.update(t.name for t in missing)
+        """Nothing: the migrations made every table when the store was opened, the interviews'
+        and the instructors' too (kept for the callers that still ask for theirs)."""
 
     def close(self) -> None:
         if isinstance(self._writer, SqliteWriterTurn):

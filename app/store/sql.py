@@ -1,7 +1,6 @@
 """The store's SQL (`app.store.repository`): the statements it runs, built once at import with SQLAlchemy
 Core (SQLAlchemy then only looks their compiled forms up in its cache), the builders of those
-whose words differ per database (the upserts, an answer as one statement on PostgreSQL), and the
-filling of the summary tables when a database made by an earlier version is opened.
+whose words differ per database (the upserts, an answer as one statement on PostgreSQL).
 
 Parameters are named as the statements say: the reads take `learner`, `question`, `fingerprint`
 and so on; the writes take their columns' names.
@@ -12,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, literal_column, or_
+from sqlalchemy import bindparam, literal_column, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
@@ -162,18 +161,3 @@ def answer_statement(engine: Engine, *, with_card: bool) -> Any:
         card = move_card(engine).values(**who, card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses"))
         writes.append(card.cte("moved_card"))
     return select(attempt.c.id).add_cte(*writes)
-
-
-def fill_summaries(engine: Engine, missing: set[str]) -> None:
-    """Fills the summary tables just made (`missing`) from the attempts already stored, once, when
-    a database made by an earlier version is opened."""
-    if not missing:
-        return
-    with engine.begin() as conn:
-        if LAST.name in missing:
-            last = select(func.max(_A.id)).group_by(_A.learner_id, _A.question_id, _A.fingerprint)
-            rows = select(_A.learner_id, _A.question_id, _A.fingerprint, _A.id, _A.correct).where(_A.id.in_(last))
-            conn.execute(LAST.insert().from_select(["learner_id", "question_id", "fingerprint", "attempt_id", "correct"], rows))
-        if TOPICS.name in missing:
-            rows = select(_A.learner_id, _A.topic, func.count(), func.sum(case((_A.correct, 1), else_=0))).group_by(_A.learner_id, _A.topic)
-            conn.execute(TOPICS.insert().from_select(["learner_id", "topic", "attempts", "right_attempts"], rows))

@@ -63,6 +63,7 @@ def test_a_database_from_before_the_summaries_gets_them_from_its_attempts(tmp_pa
     with store.engine.begin() as conn:  # as an earlier version left it: attempts, no summaries
         conn.execute(text("DROP TABLE last_answer"))
         conn.execute(text("DROP TABLE topic_score"))
+        conn.execute(text("DROP TABLE alembic_version"))  # nor migrations
     store.close()
 
     reopened = Store(url)

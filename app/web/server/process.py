@@ -58,7 +58,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.settings import Settings
-from app.store.database import unopenable
+from app.store.database import SchemaOutOfDate, unopenable
 from app.web.factory import create_app as _create_app
 from app.web.server.preload import STARTUP_FAILED
 
@@ -82,7 +82,7 @@ def create_app() -> FastAPI:
 def _could_not_start(exc: Exception) -> None:
     """Says why in a line where the database is why (a traceback otherwise), and ends the process
     so that serve stops (`STARTUP_FAILED`)."""
-    if isinstance(exc, SQLAlchemyError):
+    if isinstance(exc, (SQLAlchemyError, SchemaOutOfDate)):  # an older schema: which command upgrades it
         print(f"ampquiz: a web process could not start: {unopenable(Settings.from_env().database_url, exc)}",
               file=sys.stderr, flush=True)  # fmt: skip
     else:
