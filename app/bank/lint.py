@@ -32,13 +32,18 @@ def underivable(number: str) -> bool:
 
 
 class Located(Protocol):
-    """A question and where it is (a `LoadedQuestion`)."""
+    """A question and where it is (a `LoadedQuestion`); read, never written."""
 
-    id: str
-    path: str
-    line: int
-    col: int
-    question: MultipleChoiceQuestion | PredictOutputQuestion
+    @property
+    def id(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def col(self) -> int: ...
+    @property
+    def question(self) -> MultipleChoiceQuestion | PredictOutputQuestion: ...
 
 
 def warnings(questions: Iterable[Located]) -> list[Problem]:

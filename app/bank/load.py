@@ -82,7 +82,7 @@ class Bank:
         return sorted({q.question.topic for q in self.questions})
 
 
-def _describe(error: dict, data: Any) -> str:
+def _describe(error: Mapping[str, Any], data: Any) -> str:
     parts = [p for p in error["loc"] if p not in KINDS]
     # Name the question by its id rather than its index: authors search files by id.
     who = ""

@@ -12,7 +12,8 @@ import hashlib
 import json
 import math
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import (
@@ -58,6 +59,16 @@ Source = Annotated[str, AfterValidator(_source_said)]
 """Where a question comes from; the studio's starter leaves it empty for its author to say."""
 Device = Literal["cpu", "cuda"]
 Requires = Literal["cpu", "cuda", "any"]
+T = TypeVar("T")
+
+
+def on_device(by_device: Mapping[Device, T], device: str, otherwise: T) -> T:
+    """What a per-device field (`device_answers`, `device_expect`, a choice's `device_outcome`)
+    says for `device` (a host's device kind, any string), or `otherwise` where it says nothing."""
+    for kind, said in by_device.items():
+        if kind == device:
+            return said
+    return otherwise
 
 
 def _torch_range(text: str) -> str:
@@ -169,7 +180,7 @@ class QuestionBase(Strict):
         return self
 
     @property
-    def asks_about(self) -> str:
+    def asks_about(self) -> Device:
         """The device whose output is this question's answer."""
         return self.device or (self.requires if self.requires != "any" else "cpu")
 

@@ -16,7 +16,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.bank.load import AnyQuestion, LoadedQuestion
-from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion, torch_in_range
+from app.bank.schema import (
+    Expect,
+    MultipleChoiceQuestion,
+    PredictOutputQuestion,
+    on_device,
+    torch_in_range,
+)
 from app.grading import normalise_output, spelled_otherwise
 from sandbox import Limits, RunResult, Sandbox
 from sandbox.result import TRANSIENT
@@ -133,7 +139,7 @@ def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, exp
     checked just before.)"""
     problems = []
     for number, choice in enumerate(q.choices, 1):
-        claim = choice.device_outcome.get(device, choice.outcome)
+        claim = on_device(choice.device_outcome, device, choice.outcome)
         if claim is None or (choice.correct and claim is expected):
             continue
         unmet, _ = check_expect(claim, run)
@@ -193,7 +199,7 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
                          names=("a first run's (1 thread)", f"a second run's ({AGAIN_THREADS} threads)"))  # fmt: skip
         return out
     if isinstance(q, PredictOutputQuestion):
-        expected = normalise_output(q.device_answers.get(device, q.answer))
+        expected = normalise_output(on_device(q.device_answers, device, q.answer))
         actual = normalise_output(run.stdout)
         problems = []
         if run.status != "ok":
@@ -209,11 +215,11 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
             problems += [f"accept: {spelling!r} {why}" for spelling in q.accept if (why := spelled_otherwise(spelling, actual))]
     else:
         assert isinstance(q, MultipleChoiceQuestion) and q.expect is not None
-        expected = q.device_expect.get(device, q.expect)
-        problems, out.diff = check_expect(expected, run)
+        expect = on_device(q.device_expect, device, q.expect)
+        problems, out.diff = check_expect(expect, run)
         if problems:
             problems[0] = f"on {device}: {problems[0]}"
-        problems += _choice_problems(q, run, device, expected)
+        problems += _choice_problems(q, run, device, expect)
     if problems:
         out.result = "fail"
         out.reason = "; ".join(problems)

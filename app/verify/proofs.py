@@ -191,13 +191,13 @@ class ProofBook:
         entry = record.results.get(loaded.id) if record is not None else None
         if record is not None and entry is not None and not is_stale(entry, loaded.question):
             env = record.environment
-            said = Verification(self.device, str(entry.get("result")), self.torch_version,
-                                str(env.get("device_name") or ""), str(env.get("date", ""))[:10])  # fmt: skip
-            if said.result == "pass":
-                return Proof("proved", [_badge(self.device, "pass", said.label), *others])
-            if said.result == "fail":
+            recorded = Verification(self.device, str(entry.get("result")), self.torch_version,
+                                    str(env.get("device_name") or ""), str(env.get("date", ""))[:10])  # fmt: skip
+            if recorded.result == "pass":
+                return Proof("proved", [_badge(self.device, "pass", recorded.label), *others])
+            if recorded.result == "fail":
                 why = str(entry.get("reason") or "the record says its run contradicts the key")
-                return Proof("held_back", [_badge(self.device, "fail", said.label), *others], reason=why)
+                return Proof("held_back", [_badge(self.device, "fail", recorded.label), *others], reason=why)
         if here is None:
             label = f"being verified on {device} now: answers open when its run is in"
             return Proof("pending", [_badge(self.device, "pending", label), *others])

@@ -243,8 +243,10 @@ _DICT_ATTRIBUTES = frozenset(dir(dict))
 
 try:
     from markupsafe import _escape_inner  # the escaping alone, in C, without the Markup around it
-except ImportError:  # another markupsafe: escape() as it is
-    _escape_inner = None
+
+    _FAST_ESCAPE = True
+except ImportError:  # another markupsafe: escape() as it is (`escaped_text` is then never used)
+    _FAST_ESCAPE = False
 
 
 def escaped_text(value: Any) -> str:
@@ -267,7 +269,7 @@ class _PagesCodeGenerator(jinja2.compiler.CodeGenerator):
     good as a Markup."""
 
     def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
-        if frame.eval_ctx.autoescape and not frame.eval_ctx.volatile and finalize.src is None and _escape_inner:
+        if frame.eval_ctx.autoescape and not frame.eval_ctx.volatile and finalize.src is None and _FAST_ESCAPE:
             self.write("environment.escaped_text(")
         else:
             super()._output_child_pre(node, frame, finalize)

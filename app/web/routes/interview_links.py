@@ -52,5 +52,6 @@ async def by_host_token(state: WebState, token: str) -> model.Interview:
 async def events_of(state: WebState, interview: model.Interview) -> list[model.Event]:
     """The interview's events, read in the page threads: like every database read here, never
     on the event loop, where a slow one would hold up every other request."""
-    assert interview.id is not None
-    return await in_thread(state, lambda: model.events(state.store, interview.id))
+    interview_id = interview.id
+    assert interview_id is not None
+    return await in_thread(state, lambda: model.events(state.store, interview_id))

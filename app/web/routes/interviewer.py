@@ -63,17 +63,18 @@ async def host_events(
     """Server-sent events: everything after `Last-Event-ID` (all of it on a first connect), then
     each event as it is stored. `?replay=true` sends what is stored and ends."""
     interview = await by_host_token(state, token)
-    assert interview.id is not None
+    interview_id = interview.id
+    assert interview_id is not None
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
     hub = live_hub(request)
 
     async def stream() -> Any:
         yield "retry: 500\n\n"
         if replay:
-            for event in await in_thread(state, lambda: model.events(state.store, interview.id, after)):  # type: ignore[arg-type]
-                yield _sse(event)
+            for stored in await in_thread(state, lambda: model.events(state.store, interview_id, after)):
+                yield _sse(stored)
             return
-        async for event in hub.follow(state.store, interview.id, after):  # type: ignore[arg-type]
+        async for event in hub.follow(state.store, interview_id, after):
             yield _sse(event)
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -97,14 +98,16 @@ async def notes(
 @router.post("/interviewer/{token}/revoke")
 async def revoke(token: str, request: Request, state: State) -> Response:
     interview = await by_host_token(state, token)
-    assert interview.id is not None
-    if await in_thread(state, lambda: model.revoke(state.store, interview.id, state.clock())):
+    interview_id = interview.id
+    assert interview_id is not None
+    if await in_thread(state, lambda: model.revoke(state.store, interview_id, state.clock())):
         await record(request, state, interview, "revoked", {})
     return RedirectResponse(f"/interviewer/{token}", status_code=303)
 
 
 async def _report(state: WebState, interview: model.Interview) -> dict[str, Any]:
-    titles, keys = {}, {}
+    titles: dict[str, str] = {}
+    keys: dict[str, tuple[str, str]] = {}
     for qid in interview.question_ids:
         loaded = snippets.resolve(state.bank, interview.snippets, qid)
         titles[qid] = title_of(loaded) if loaded else qid

@@ -61,7 +61,8 @@ def _fork_workers() -> bool:
     if not hasattr(uvicorn._subprocess, "spawn"):
         log.warning("this uvicorn starts its web processes its own way: each imports the app and reads the bank itself")
         return False
-    uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[attr-defined]
+    # Typed as the spawn context it is by default; the fork context has the same interface.
+    uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
     return True
 
 

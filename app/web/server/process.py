@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
 gc.disable()
 
@@ -79,7 +80,7 @@ def create_app() -> FastAPI:
                 os.sched_setaffinity(0, _allowed)
 
 
-def _could_not_start(exc: Exception) -> None:
+def _could_not_start(exc: Exception) -> NoReturn:
     """Says why in a line where the database is why (a traceback otherwise), and ends the process
     so that serve stops (`STARTUP_FAILED`)."""
     if isinstance(exc, (SQLAlchemyError, SchemaOutOfDate)):  # an older schema: which command upgrades it

@@ -95,6 +95,8 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
     # The code runs while the file still has problems (a source or an explanation to write): its
     # output is how the author writes the answer. The key is checked once the file loads.
     q: LoadedQuestion | None = None
+    code: str | None
+    requires: str
     try:
         q = question_from_text(state, name, text, question_id)
         code, requires = q.question.code, q.question.requires
@@ -110,12 +112,12 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
         run = await state.run_queue.run(code, explain=True, device=device, owners=state.owners(request))
     except RUN_REFUSED as exc:
         raise run_refusal(exc) from None
-    panel = await page(state, request, "_run_panel.html", run=run.to_dict())
+    panel = bytes((await page(state, request, "_run_panel.html", run=run.to_dict())).body).decode()
     if q is None:
-        return {"run": run.to_dict(), "panel": panel.body.decode(), "key": "unchecked",
+        return {"run": run.to_dict(), "panel": panel, "key": "unchecked",
                 "reason": "not checked until the file's problems are fixed (see under the editor)"}  # fmt: skip
     verdict = studio_check(state.proofs, q, run)
-    return {"run": run.to_dict(), "panel": panel.body.decode(), "key": verdict.result, "reason": verdict.reason}
+    return {"run": run.to_dict(), "panel": panel, "key": verdict.result, "reason": verdict.reason}
 
 
 @router.post("/api/use-output")

@@ -4,6 +4,8 @@ attempt as CSV for a gradebook."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
@@ -21,7 +23,7 @@ router = APIRouter(prefix="/studio", include_in_schema=False)
 async def stats_page(request: Request, state: State, who: Instructor) -> Response:
     bank = state.bank
 
-    def work() -> dict[str, object]:
+    def work() -> dict[str, Any]:
         # Every attempt, read and folded off the event loop: 0.84 s for 30,000 attempts held up
         # every other request (a /healthz waited 0.55 s behind it).
         attempts = state.store.all_attempts()

@@ -4,6 +4,7 @@ left out, with `file:line:col` and the question ids involved."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -20,7 +21,7 @@ _IDS = re.compile(r"\[([a-z0-9-]+)\]|duplicate id '([a-z0-9-]+)'")
 @router.get("")
 async def bank_status(request: Request, state: State, who: Instructor) -> Response:
     bank = state.bank
-    rows = []
+    rows: list[dict[str, Any]] = []
     for q in bank.questions:
         proof = state.proof(q)
         rows.append({"q": q, "title": title_of(q), "state": proof.state, "badges": proof.badges,
