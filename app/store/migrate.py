@@ -105,7 +105,7 @@ def bring_up(engine: Engine, *, upgrade: bool) -> list[str]:
     """The database at the head, in one transaction; `upgrade` False: only as far as changes
     nothing a database already holds (an empty one made, a pre-migration one stamped), and
     `SchemaOutOfDate` where more is needed. Call in the schema's turn."""
-    target, done = head(), []
+    target, done = head(), list[str]()
     with engine.connect() as conn:
         revision = current(conn)
     if revision == target:  # the usual case, done without importing alembic (a tenth of a second)
