@@ -123,6 +123,13 @@ def _first_line(stmt: ast.stmt) -> int:
     return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
+def _last_line(node: ast.stmt | ast.expr) -> int:
+    """Where a node of the original ends: parsed, it has an end (only a node made by hand has
+    none, and the lines asked for are the original's)."""
+    assert node.end_lineno is not None
+    return node.end_lineno
+
+
 class _Lines:
     """The original's lines, and re-rendering a mutated statement list into them."""
 
@@ -144,7 +151,9 @@ class _Lines:
     def copied(self, stmt: ast.stmt, indent: str) -> list[str] | None:
         """A helper's copy (`app.mutate.one_call`) in the helper's own text: its header with the
         new name, its body kept except where the rule changed it; after a blank line."""
-        for helper in self.functions if isinstance(stmt, ast.FunctionDef) else []:
+        if not isinstance(stmt, ast.FunctionDef):
+            return None
+        for helper in self.functions:
             if stmt.name == helper.name or not stmt.name.startswith(helper.name):
                 continue
             renamed = copy.copy(stmt)
@@ -169,7 +178,7 @@ class _Lines:
         return self.span(1, _first_line(body[0]) - 1) if body else self.lines
 
     def tail(self, body: list[ast.stmt]) -> list[str]:
-        return self.span(body[-1].end_lineno + 1, len(self.lines)) if body else []  # type: ignore[operator]
+        return self.span(_last_line(body[-1]) + 1, len(self.lines)) if body else []
 
     def indent(self, body: list[ast.stmt]) -> str:
         line = self.lines[_first_line(body[0]) - 1]
@@ -199,10 +208,10 @@ class _Lines:
         """The text of `new`, a mutated version of the block `old`: unchanged statements keep
         their lines, the text between statements is kept, the rest is re-rendered."""
         for a, b in itertools.pairwise(old):
-            if _first_line(b) <= a.end_lineno:  # type: ignore[operator]
+            if _first_line(b) <= _last_line(a):
                 raise _CannotRender("two statements share a line")
         indent = self.indent(old)
-        gaps = [self.span(old[i - 1].end_lineno + 1, _first_line(old[i]) - 1) if i else [] for i in range(len(old))]  # type: ignore[operator]
+        gaps = [self.span(_last_line(old[i - 1]) + 1, _first_line(old[i]) - 1) if i else [] for i in range(len(old))]
         out = list(before)
         matcher = difflib.SequenceMatcher(None, [ast.dump(s) for s in old], [ast.dump(s) for s in new], autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -232,8 +241,8 @@ class _Lines:
                     out += gaps[i]
             elif tag == "insert":
                 out += self.rendered(new[j1:j2], indent)
-            elif i2 - i1 == 1 and isinstance(old[i1], ast.With) and _same_list(old[i1].body, new[j1:j2]):
-                out += gaps[i1] + (self.unwrapped(old[i1], indent) or self.rendered(new[j1:j2], indent))
+            elif i2 - i1 == 1 and isinstance(with_ := old[i1], ast.With) and _same_list(with_.body, new[j1:j2]):
+                out += gaps[i1] + (self.unwrapped(with_, indent) or self.rendered(new[j1:j2], indent))
             elif i2 - i1 == j2 - j1:
                 for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
                     if _recursable(old[i], new[j]):
@@ -276,7 +285,7 @@ class _Lines:
                 rendered = double_quoted(rendered) if self.double_quotes else rendered
                 if parenthesise and not isinstance(b, _ATOMS):
                     rendered = f"({rendered})"
-                start, end = a.lineno - first, a.end_lineno - first  # type: ignore[operator]
+                start, end = a.lineno - first, _last_line(a) - first
                 merged = text[start][: a.col_offset] + rendered.encode() + text[end][a.end_col_offset :]
                 text[start : end + 1] = [merged]
             decoded = [t.decode() for t in text]
@@ -296,14 +305,14 @@ class _Lines:
         if not inner.startswith(indent) or inner == indent:
             return None
         header_end = max(n.end_lineno or 0 for item in old.items for n in ast.walk(item) if hasattr(n, "end_lineno"))
-        lines = self.span(header_end + 1, body[-1].end_lineno)  # type: ignore[arg-type]
+        lines = self.span(header_end + 1, _last_line(body[-1]))
         extra = len(inner) - len(indent)
         if any(line.strip() and not line.startswith(inner) for line in lines):
             return None  # a line (a comment) less indented than the body: re-render instead
         return [line[extra:] if line.strip() else line for line in lines]
 
     def statement(self, stmt: ast.stmt) -> list[str]:
-        return self.span(_first_line(stmt), stmt.end_lineno)  # type: ignore[arg-type]
+        return self.span(_first_line(stmt), _last_line(stmt))
 
     def compound(self, old: ast.stmt, new: ast.stmt) -> list[str]:
         """A compound statement whose header is unchanged: its header and the text between its
@@ -312,14 +321,14 @@ class _Lines:
         out: list[str] = []
         cursor = _first_line(old)
         for old_block, new_block in blocks:
-            start, end = _first_line(old_block[0]), old_block[-1].end_lineno
+            start, end = _first_line(old_block[0]), _last_line(old_block[-1])
             header = self.span(cursor, start - 1)
             if _same_list(old_block, new_block):
-                out += header + self.span(start, end)  # type: ignore[arg-type]
+                out += header + self.span(start, end)
             else:
                 out += self.block(old_block, new_block, header, [])
-            cursor = end + 1  # type: ignore[operator]
-        return out + self.span(cursor, old.end_lineno)  # type: ignore[arg-type]
+            cursor = end + 1
+        return out + self.span(cursor, _last_line(old))
 
 
 _ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Constant, ast.Subscript, ast.List, ast.Dict, ast.Set)
@@ -333,7 +342,8 @@ def _splices(old: ast.AST, new: ast.AST) -> list[tuple[ast.expr, ast.expr]] | No
     if _same(old, new):
         return []
     if type(old) is type(new):
-        found: list[tuple[ast.expr, ast.expr]] | None = []
+        found: list[tuple[ast.expr, ast.expr]] = []
+        differs = False  # in more than expressions
         for name in old._fields:
             a, b = getattr(old, name), getattr(new, name)
             pairs = list(zip(a, b, strict=False)) if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) else [(a, b)]
@@ -345,12 +355,12 @@ def _splices(old: ast.AST, new: ast.AST) -> list[tuple[ast.expr, ast.expr]] | No
                 else:
                     sub = [] if x == y else None
                 if sub is None:
-                    found = None
+                    differs = True
                     break
                 found += sub
-            if found is None:
+            if differs:
                 break
-        if found is not None:
+        if not differs:
             return found
     if isinstance(old, ast.expr) and isinstance(new, ast.expr) and getattr(old, "end_col_offset", None) is not None:
         return [(old, new)]

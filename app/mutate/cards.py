@@ -116,9 +116,10 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
                               m["run"], bool(m.get("visible_effect"))))  # fmt: skip
         cards.sort(key=lambda c: not c.visible_effect)  # stable: the rules' order within each kind
         env = record.environment
+        original = entry.get("original")
         return WhatIf(
             cards,
-            entry.get("original") if isinstance(entry.get("original"), dict) else {},
+            original if isinstance(original, dict) else {},
             record.device_kind,
             str(env.get("torch_version", "")),
             str(env.get("date", ""))[:10],

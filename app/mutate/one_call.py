@@ -49,11 +49,13 @@ def _names(tree: ast.AST) -> set[str]:
 class InLastCall(Rule):
     """A rule's mistake made in a copy of a helper that only the helper's last call uses."""
 
+    base: Rule
+
     def __init__(self, base: Rule) -> None:
         self.base = base
-        self.name = f"{base.name}@last-call"  # type: ignore[misc]
-        self.title = f"{base.title}, in the last of several runs of the same helper only"  # type: ignore[misc]
-        self.explanation = (  # type: ignore[misc]
+        self.name = f"{base.name}@last-call"
+        self.title = f"{base.title}, in the last of several runs of the same helper only"
+        self.explanation = (
             f"{base.explanation} Here the mistake is made in one run only: the helper is copied, the "
             "copy has the mistake, and the last call uses the copy, as when two training paths "
             "are compared and only one of them has the bug. Made in both, the comparison would "

@@ -29,7 +29,7 @@ import copy
 import pickle
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T", bound=ast.AST)
 
@@ -41,10 +41,11 @@ class NotApplicable(ValueError):
 class Rule:
     """One classic mistake as a tree edit. Subclasses set the three texts and write `edit`."""
 
-    name: ClassVar[str]
-    title: ClassVar[str]
+    # Set on the class by a rule, on the instance by a variant (`OnePlace`, `InLastCall`).
+    name: str
+    title: str
     """Markdown, completing "What if you…": e.g. "drop `scaler.update()`"."""
-    explanation: ClassVar[str]
+    explanation: str
     base: Rule | None = None
     """The rule a variant (`OnePlace`, `InLastCall`) makes in one place only; None for a rule itself."""
 
@@ -115,19 +116,25 @@ _PICK: ContextVar[Callable[[ast.AST], bool] | None] = ContextVar("mutate_pick", 
 
 def span(node: ast.AST) -> Span:
     """Where a node is in the original code (-1s for a node a rule made)."""
-    return tuple(getattr(node, f, None) or -1 for f in ("lineno", "col_offset", "end_lineno", "end_col_offset"))  # type: ignore[return-value]
+
+    def at(field: str) -> int:
+        return getattr(node, field, None) or -1
+
+    return at("lineno"), at("col_offset"), at("end_lineno"), at("end_col_offset")
 
 
 class OnePlace(Rule):
     """A rule's mistake made at one place only (the first or the last of two or more): named
     `<rule>@1` or `<rule>@last`; applies only where the rule's pattern occurs at least twice."""
 
+    base: Rule
+
     def __init__(self, base: Rule, which: str) -> None:
         self.base, self.which = base, which
         where = "the first" if which == FIRST else "the last"
-        self.name = f"{base.name}@{which}"  # type: ignore[misc]
-        self.title = f"{base.title}, in one place only ({where} of several)"  # type: ignore[misc]
-        self.explanation = (  # type: ignore[misc]
+        self.name = f"{base.name}@{which}"
+        self.title = f"{base.title}, in one place only ({where} of several)"
+        self.explanation = (
             f"{base.explanation} Here the mistake is made in one place only ({where} where the "
             "pattern appears), as it usually is: the other places stay right, so anything that "
             "compares them sees the difference."

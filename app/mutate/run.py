@@ -175,9 +175,9 @@ def run_mutants(
             i = futures[future]
             done_count[i] += 1
             if done_count[i] == len(mutants[i]) + 2:
-                reports[i] = finish(i)
+                report = reports[i] = finish(i)
                 if on_done:
-                    on_done(i, reports[i])  # type: ignore[arg-type]
+                    on_done(i, report)
     return [r for r in reports if r is not None]
 
 

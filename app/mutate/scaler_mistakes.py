@@ -92,7 +92,7 @@ class UpdateInInnerLoop(Rule):
                     key=lambda pair: position(pair[1]),
                     default=(None, None),
                 )  # fmt: skip
-                if inner is None or not self.place(update):
+                if inner is None or backward is None or not self.place(update):
                     continue
                 body.remove(update)
                 inner.insert(inner.index(backward) + 1, update)
