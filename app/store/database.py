@@ -55,7 +55,7 @@ def make_engine(url: str, *, autocommit: bool = False) -> Engine:
     parsed = make_url(url)
     if parsed.drivername.startswith("sqlite"):
         in_memory = parsed.database in (None, "", ":memory:")
-        if not in_memory:
+        if parsed.database and not in_memory:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # In memory, every connection would get its own empty database: share one.
         pool = {"poolclass": StaticPool} if in_memory else {"pool_size": POOLED, "max_overflow": 3 * POOLED}

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from app.store import migrate, sql
 from app.store.database import SqliteWriterTurn, make_engine, reconnecting
@@ -150,7 +150,7 @@ class Store:
         `reschedule`, when given, computes the card's update from the card as stored (None, or
         another version's card: start afresh), read just before the writes."""
         now = now or utcnow()
-        values = {
+        values: dict[str, Any] = {
             "learner_id": learner_id, "question_id": question_id, "set_id": set_id, "topic": topic,
             "kind": kind, "answer": json.dumps(answer), "correct": correct, "created_at": now,
             "fingerprint": fingerprint, "submit_id": submit_id, "seconds": seconds,
@@ -234,7 +234,7 @@ class Store:
         """Whether the last attempt at this version of one question was right, and when its review
         card is due: all a question page needs, in one cheap query (it is the busiest page). With
         `attempt_id`, that attempt is read too (the result page), in the same round trip."""
-        reads = [(self._question_state, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint})]
+        reads: list[tuple[DriverQuery, dict[str, Any]]] = [(self._question_state, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint})]
         if attempt_id is not None:
             reads.append((self._attempt_by_id, {"id": attempt_id, "learner": learner_id}))
         with self.reads.connect() as conn:
@@ -249,7 +249,7 @@ class Store:
     def all_attempts(self) -> list[Attempt]:
         """Every attempt of every learner, oldest first (item statistics, the attempts CSV)."""
         with self._session() as s:
-            return list(s.exec(select(Attempt).order_by(Attempt.id)))
+            return list(s.exec(select(Attempt).order_by(col(Attempt.id))))
 
     @reconnecting
     def attempt(self, learner_id: str, attempt_id: int) -> AttemptRow | None:
@@ -302,7 +302,7 @@ class Store:
                         self._summaries.put(learner_id, kept)
                     return as_asked(kept, asked)
             recent = max(recent, kept.recent_kept if kept is not None else 0)
-            reads = [(self._latest, key), (self._by_topic, key), (self._cards, key)]
+            reads: list[tuple[DriverQuery, dict[str, Any]]] = [(self._latest, key), (self._by_topic, key), (self._cards, key)]
             if recent:
                 reads.append((self._recent, {**key, "limit": recent}))
             latest, topic_rows, cards, *newest = rows_together(conn, reads)

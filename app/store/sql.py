@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, literal_column, or_
+from sqlalchemy import bindparam, literal_column, or_, select
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import col
 
 from app.store.rows import AttemptRow
 from app.store.tables import Attempt, LastAnswer, Learner, QuestionRun, ReviewCard, TopicScore
@@ -58,22 +58,22 @@ BY_TOPIC = select(TOPICS.c.topic, TOPICS.c.attempts, TOPICS.c.right_attempts).wh
 )
 """Attempts and right attempts per topic."""
 
-_SAME_VERSION = bindparam("fingerprint")
+_SAME_VERSION: Any = bindparam("fingerprint")
 QUESTION_STATE = select(
-    select(Attempt.correct)
+    select(col(Attempt.correct))
     .where(
-        Attempt.learner_id == bindparam("learner"),
-        Attempt.question_id == bindparam("question"),
-        or_(Attempt.fingerprint == _SAME_VERSION, Attempt.fingerprint == ""),
+        col(Attempt.learner_id) == bindparam("learner"),
+        col(Attempt.question_id) == bindparam("question"),
+        or_(col(Attempt.fingerprint) == _SAME_VERSION, col(Attempt.fingerprint) == ""),
     )
-    .order_by(Attempt.id.desc())  # type: ignore[union-attr]
+    .order_by(col(Attempt.id).desc())
     .limit(1)
     .scalar_subquery(),
-    select(ReviewCard.due)
+    select(col(ReviewCard.due))
     .where(
-        ReviewCard.learner_id == bindparam("learner"),
-        ReviewCard.question_id == bindparam("question"),
-        or_(ReviewCard.fingerprint == _SAME_VERSION, ReviewCard.fingerprint == ""),
+        col(ReviewCard.learner_id) == bindparam("learner"),
+        col(ReviewCard.question_id) == bindparam("question"),
+        or_(col(ReviewCard.fingerprint) == _SAME_VERSION, col(ReviewCard.fingerprint) == ""),
     )
     .scalar_subquery(),
 )
@@ -92,12 +92,14 @@ def _dialect_insert(engine: Engine) -> Any:
     """The dialect's own `insert` (with ON CONFLICT), on the two databases ampquiz is tested on."""
     name = engine.dialect.name
     if name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        return None
-    return insert
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert
+    if name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    return None
 
 
 def upsert(engine: Engine, table: Any, key: tuple[str, ...], update: Callable[[Any], dict[str, Any]]) -> Any:
@@ -116,7 +118,7 @@ def insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> A
     on say it natively; elsewhere, a plain INSERT guarded by NOT EXISTS)."""
     dialect_insert = _dialect_insert(engine)
     if dialect_insert is None:
-        params = [bindparam(c.name) for c in table.columns]
+        params: list[Any] = [bindparam(c.name) for c in table.columns]
         exists = select(table.c[key]).where(table.c[key] == bindparam(key)).exists()
         return table.insert().from_select([c.name for c in table.columns], select(*params).where(~exists))
     return dialect_insert(table).on_conflict_do_nothing()
@@ -149,7 +151,7 @@ def answer_statement(engine: Engine, *, with_card: bool) -> Any:
     card are upserted beside it, by the same upserts the answer's single statements use.
     Parameters: the attempt's columns, `right_attempts`, and the card's `card`, `due`, `lapses`."""
     attempt = ADD_ATTEMPT.values({name: bindparam(name) for name in ATTEMPT_COLUMNS}).returning(_A.id).cte("new_attempt")
-    who = {name: bindparam(name) for name in ("learner_id", "question_id", "fingerprint")}
+    who: dict[str, Any] = {name: bindparam(name) for name in ("learner_id", "question_id", "fingerprint")}
     writes = [
         keep_last(engine).values(**who, attempt_id=select(attempt.c.id).scalar_subquery(), correct=bindparam("correct"))
         .cte("kept_last"),

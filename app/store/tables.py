@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
@@ -25,6 +25,10 @@ class AttemptValues:
     (`app.store.rows.AttemptRow`) alike: the answer as given, and its time in UTC."""
 
     __slots__ = ()  # (no annotations here: SQLModel would take them as the table's first fields)
+
+    if TYPE_CHECKING:  # the columns the tables declare
+        answer: str
+        created_at: datetime
 
     @property
     def answer_value(self) -> Any:
