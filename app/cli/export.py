@@ -15,7 +15,7 @@ from app.cli.common import DEFAULT_BANK, load_clean_bank
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from app.export import FORMATS
-    from app.export.proof import without_contradicted_keys
+    from app.verify.proof_lines import without_contradicted_keys
 
     fmt = FORMATS[args.format]
     if fmt.binary and args.output is None:

@@ -2,7 +2,7 @@
 
 One module per format, each a function `(bank, proof_line=None) -> str | bytes`; `FORMATS` is
 the registry `ampquiz export` (and the studio) reads. `proof_line` says what proved a question's
-key; by default it comes from the records committed beside the bank (`app.export.proof`), so an
+key; by default it comes from the records committed beside the bank (`app.verify.proof_lines`), so an
 export needs no sandbox and no network. Shared rendering (Markdown to HTML, code as `<pre>`,
 one-line short answers) is in `app.export.common`. No web framework here.
 """

@@ -17,7 +17,7 @@ from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.export import common
 from app.export.common import ProofLine
 from app.export.moodle import shortanswer_text
-from app.export.proof import committed_proof_lines
+from app.verify.proof_lines import committed_proof_lines
 
 SPECIAL = "\\~=#{}:"
 

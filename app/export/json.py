@@ -7,7 +7,7 @@ import json
 
 from app.bank.load import Bank
 from app.export.common import ProofLine
-from app.export.proof import committed_proof_lines
+from app.verify.proof_lines import committed_proof_lines
 
 
 def rows(bank: Bank, proof_line: ProofLine | None = None) -> list[dict]:

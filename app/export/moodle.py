@@ -15,7 +15,7 @@ from app.bank.load import Bank, LoadedQuestion, LoadedSet
 from app.bank.schema import MultipleChoiceQuestion, multiple_answers
 from app.export import common
 from app.export.common import ProofLine
-from app.export.proof import committed_proof_lines
+from app.verify.proof_lines import committed_proof_lines
 
 PENALTY = "0.3333333"
 

@@ -29,7 +29,7 @@ from app.bank.schema import (
 )
 from app.export import common
 from app.export.common import ProofLine
-from app.export.proof import committed_proof_lines
+from app.verify.proof_lines import committed_proof_lines
 
 QTI = "http://www.imsglobal.org/xsd/imsqti_v2p1"
 QTI_XSD = "http://www.imsglobal.org/xsd/qti/qtiv2p1/imsqti_v2p1.xsd"
