@@ -26,7 +26,9 @@ def lead_findings(warnings: list[Any]) -> list[str]:
     as sentences, at most one of each kind, in the order they happened."""
     out: list[str] = []
     for w in warnings or []:
-        message = str((w.get("message") if isinstance(w, dict) else getattr(w, "message", "")) or "")
+        message = str(
+            (w.get("message") if isinstance(w, dict) else getattr(w, "message", "")) or ""
+        )
         line = w.get("line") if isinstance(w, dict) else getattr(w, "line", None)
         for needles, sentence in _FINDINGS:
             if any(n in message for n in needles):

@@ -105,10 +105,18 @@ def _same_number(written: str, printed: str) -> bool:
     significant digit of a number that has more), nor `0.0` (any number but zero)."""
     if float(written) == float(printed):
         return True
-    if float(written) == 0 or float(printed) == 0 or _significant(written) < min(2, _significant(printed)):
+    if (
+        float(written) == 0
+        or float(printed) == 0
+        or _significant(written) < min(2, _significant(printed))
+    ):
         return False
     digits = len(written.split(".")[1].split("e")[0].split("E")[0]) if "." in written else 0
-    return math.isclose(float(written), float(printed), abs_tol=0.5 * 10 ** (-digits) * (10 ** _exponent(written)) + 1e-12)
+    return math.isclose(
+        float(written),
+        float(printed),
+        abs_tol=0.5 * 10 ** (-digits) * (10 ** _exponent(written)) + 1e-12,
+    )
 
 
 def _significant(number: str) -> int:
@@ -127,12 +135,20 @@ def _number_spelling(said: str, printed: str) -> str:
     """When every number is right but written differently (60000 for 60000.0, 1e-5 for 1e-05):
     side by side, the learner saw a wrong answer with the right values, and no reason."""
     got, want = NUMBER.findall(said), NUMBER.findall(printed)
-    if not want or len(got) != len(want) or NUMBER.split(" ".join(said.split())) != NUMBER.split(" ".join(printed.split())):
+    if (
+        not want
+        or len(got) != len(want)
+        or NUMBER.split(" ".join(said.split())) != NUMBER.split(" ".join(printed.split()))
+    ):
         return ""
     if any(float(a) != float(b) for a, b in zip(got, want)):
         return ""
     yours, its = next((a, b) for a, b in zip(got, want) if a != b)
-    why = " (a float prints with its decimal point)" if "." in its and "." not in yours and "e" not in its.lower() else ""
+    why = (
+        " (a float prints with its decimal point)"
+        if "." in its and "." not in yours and "e" not in its.lower()
+        else ""
+    )
     return f"Your numbers are right; Python writes them differently: it prints {its} where you wrote {yours}{why}."
 
 
@@ -158,7 +174,9 @@ def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> boo
     got, want = NUMBER.findall(submitted), NUMBER.findall(expected)
     if not want or len(got) != len(want):
         return False
-    if [" ".join(t.split()) for t in NUMBER.split(submitted)] != [" ".join(t.split()) for t in NUMBER.split(expected)]:
+    if [" ".join(t.split()) for t in NUMBER.split(submitted)] != [
+        " ".join(t.split()) for t in NUMBER.split(expected)
+    ]:
         return False
     # A printed 0 is exact: the key of a scale that collapsed to 0.0 does not take 1.5e-05 (a scale
     # with a floor, the very misconception), whatever the absolute tolerance.
@@ -167,14 +185,18 @@ def within_tolerance(submitted: str, expected: str, tolerance: Tolerance) -> boo
 
 
 def describe_tolerance(tolerance: Tolerance | None) -> str:
-    """"0.2 %", "±0.006", "0.2 % or ±0.006": how close a printed number must be, in words."""
+    """ "0.2 %", "±0.006", "0.2 % or ±0.006": how close a printed number must be, in words."""
     if tolerance is None:
         return ""
-    parts = ([f"{tolerance.rel * 100:g} %"] if tolerance.rel else []) + ([f"±{tolerance.abs:g}"] if tolerance.abs else [])
+    parts = ([f"{tolerance.rel * 100:g} %"] if tolerance.rel else []) + (
+        [f"±{tolerance.abs:g}"] if tolerance.abs else []
+    )
     return " or ".join(parts)
 
 
-TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+TYPOGRAPHIC = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "}
+)
 """What a phone's keyboard types for plain quotes and spaces: Python never prints these for them,
 so a learner's `<class ‘torch.Tensor’>` means `<class 'torch.Tensor'>`."""
 
@@ -203,7 +225,9 @@ def choice_order(question: MultipleChoiceQuestion, learner: str, secret: str) ->
     order (`picked_at`), which then say nothing of where the bank wrote the right choice."""
     order = list(range(len(question.choices)))
     if question.shuffle:
-        seed = hmac.new(secret.encode(), f"{learner}\0{question.id}".encode(), hashlib.sha256).digest()
+        seed = hmac.new(
+            secret.encode(), f"{learner}\0{question.id}".encode(), hashlib.sha256
+        ).digest()
         random.Random(seed).shuffle(order)
     return order
 
@@ -257,7 +281,12 @@ class GradedAnswer:
     def near_miss(self) -> str:
         """What a wrong prediction got wrong when it is only spacing or capitals, or "": the two
         texts side by side looked the same, and the learner hunted for the difference."""
-        if self.correct or self.kind != "predict_output" or not self.output or self.expected_output is None:
+        if (
+            self.correct
+            or self.kind != "predict_output"
+            or not self.output
+            or self.expected_output is None
+        ):
             return ""
         said, printed = normalise_output(self.output), normalise_output(self.expected_output)
         if said.split() == printed.split():
@@ -306,16 +335,28 @@ def grade(
         chosen = sorted(set(picked))
         bad = [i for i in chosen if not 0 <= i < len(q.choices)]
         if bad:
-            raise AnswerError(f"Choice {bad[0]} does not exist (this question has {len(q.choices)}).")
+            raise AnswerError(
+                f"Choice {bad[0]} does not exist (this question has {len(q.choices)})."
+            )
         if not chosen:
             raise AnswerError("Pick an answer first.")
-        shown = order if order is not None and sorted(order) == list(range(len(q.choices))) else range(len(q.choices))
+        shown = (
+            order
+            if order is not None and sorted(order) == list(range(len(q.choices)))
+            else range(len(q.choices))
+        )
         feedback = [
-            Feedback(i, q.choices[i].text, q.choices[i].why, q.choices[i].correct, i in chosen, position)
+            Feedback(
+                i, q.choices[i].text, q.choices[i].why, q.choices[i].correct, i in chosen, position
+            )
             for position, i in enumerate(shown)
         ]
         return GradedAnswer(
-            grade_choices(q, set(chosen)), q.kind, picked=chosen, choices=feedback, explanation=q.explanation
+            grade_choices(q, set(chosen)),
+            q.kind,
+            picked=chosen,
+            choices=feedback,
+            explanation=q.explanation,
         )
     assert isinstance(q, PredictOutputQuestion)
     if output is None:
@@ -341,7 +382,9 @@ def grade(
     )
 
 
-def regrade(loaded: LoadedQuestion, attempt: Attempt, order: list[int] | None = None) -> GradedAnswer | None:
+def regrade(
+    loaded: LoadedQuestion, attempt: Attempt, order: list[int] | None = None
+) -> GradedAnswer | None:
     """A stored attempt, shown again (None when it answered another version of the question)."""
     if attempt.fingerprint and attempt.fingerprint != loaded.fingerprint:
         return None

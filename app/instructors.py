@@ -48,7 +48,9 @@ def ensure_tables(store: Store) -> None:
 def add(store: Store, name: str) -> bool:
     """Adds an instructor; False when there already is one by that name."""
     if not NAME.match(name):
-        raise ValueError("a name is letters, digits and . _ @ - (up to 64), starting with a letter or digit")
+        raise ValueError(
+            "a name is letters, digits and . _ @ - (up to 64), starting with a letter or digit"
+        )
     ensure_tables(store)
     with Session(store.engine) as s:
         if s.get(Instructor, name) is not None:

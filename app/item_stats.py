@@ -125,7 +125,9 @@ def _strongest(rest: dict[str, float]) -> set[str]:
     return {learner for learner, score in rest.items() if score >= cut}
 
 
-def _item(loaded: LoadedQuestion, rows: list[Attempt], firsts: dict[str, dict[str, bool]]) -> ItemStats:
+def _item(
+    loaded: LoadedQuestion, rows: list[Attempt], firsts: dict[str, dict[str, bool]]
+) -> ItemStats:
     first = _first_tries(rows)
     stats = ItemStats(loaded.id, loaded.set_id, len(first), len(rows), None, None, None)
     if first:
@@ -137,7 +139,9 @@ def _item(loaded: LoadedQuestion, rows: list[Attempt], firsts: dict[str, dict[st
         others = [right for qid, right in firsts[learner].items() if qid != loaded.id]
         if others:
             rest[learner] = sum(others) / len(others)
-    stats.discrimination = point_biserial([int(first[learner].correct) for learner in rest], list(rest.values()))
+    stats.discrimination = point_biserial(
+        [int(first[learner].correct) for learner in rest], list(rest.values())
+    )
     if stats.discrimination is not None and stats.discrimination < 0:
         stats.flags.append(NEGATIVE)
     question = loaded.question
@@ -156,7 +160,9 @@ def _item(loaded: LoadedQuestion, rows: list[Attempt], firsts: dict[str, dict[st
     if len(rest) >= MIN_LEARNERS:
         top = _strongest(rest)
         right = sum(first[learner].correct for learner in top)
-        if any(sum(d["index"] in picks[learner] for learner in top) > right for d in stats.distractors):
+        if any(
+            sum(d["index"] in picks[learner] for learner in top) > right for d in stats.distractors
+        ):
             stats.flags.append(STRONG_DISTRACTOR)
     return stats
 
@@ -164,7 +170,9 @@ def _item(loaded: LoadedQuestion, rows: list[Attempt], firsts: dict[str, dict[st
 def question_stats(bank: Bank, attempts: Iterable[Attempt]) -> dict[str, ItemStats]:
     """Statistics of every question in the bank (with zeros and Nones where none was answered)."""
     counted = _counted(bank, attempts)
-    firsts: dict[str, dict[str, bool]] = defaultdict(dict)  # learner -> question -> right first time
+    firsts: dict[str, dict[str, bool]] = defaultdict(
+        dict
+    )  # learner -> question -> right first time
     for qid, rows in counted.items():
         for learner, attempt in _first_tries(rows).items():
             firsts[learner][qid] = attempt.correct
@@ -190,7 +198,11 @@ def set_stats(bank: Bank, attempts: Iterable[Attempt]) -> dict[str, SetStats]:
 
 def most_missed(stats: dict[str, ItemStats], n: int = 10) -> list[ItemStats]:
     """The `n` questions with the lowest facility, among those at least 3 learners answered."""
-    answered = [s for s in stats.values() if s.facility is not None and s.learners >= MOST_MISSED_MIN_LEARNERS]
+    answered = [
+        s
+        for s in stats.values()
+        if s.facility is not None and s.learners >= MOST_MISSED_MIN_LEARNERS
+    ]
     return sorted(answered, key=lambda s: (s.facility, -s.learners, s.question_id))[:n]
 
 
@@ -209,7 +221,9 @@ def attempts_csv(bank: Bank, attempts: Iterable[Attempt]) -> str:
     unknown), at (ISO 8601, UTC)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["learner", "set", "question", "kind", "answer", "correct", "first_try", "seconds", "at"])
+    writer.writerow(
+        ["learner", "set", "question", "kind", "answer", "correct", "first_try", "seconds", "at"]
+    )
     seen: set[tuple[str, str, str]] = set()
     for attempt in sorted(attempts, key=_order):
         loaded = bank.question(attempt.question_id)

@@ -137,7 +137,9 @@ class Standing:
         """The status of every question answered (every other one is new)."""
         if self._statuses is None:
             due, now, status_of = self._due, self.now, review.status_of
-            self._statuses = {qid: status_of(right, due.get(qid), now) for qid, right in self.last.items()}
+            self._statuses = {
+                qid: status_of(right, due.get(qid), now) for qid, right in self.last.items()
+            }
         return self._statuses
 
     def _counts(self, total: int, statuses: Any) -> dict[str, int]:

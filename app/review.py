@@ -58,7 +58,11 @@ def after_attempt(
     if card is not None and correct and as_utc(card.due) > now:
         return None  # right before it was due: practice, not a review
     # fsrs.Card() without an id sleeps 1 ms to make one unique: give it one (the due time's).
-    current = Card.from_json(card.card) if card is not None and card.card else Card(card_id=int(now.timestamp() * 1000), due=now)
+    current = (
+        Card.from_json(card.card)
+        if card is not None and card.card
+        else Card(card_id=int(now.timestamp() * 1000), due=now)
+    )
     updated, _log = _SCHEDULER.review_card(current, rating(correct, elapsed_s), now)
     return ReviewUpdate(card_json=updated.to_json(), due=updated.due)
 
@@ -86,7 +90,9 @@ class QueueItem(NamedTuple):
     is_due: bool
 
 
-def queue(cards: dict[str, ReviewCard], now: datetime, due: dict[str, datetime] | None = None) -> list[QueueItem]:
+def queue(
+    cards: dict[str, ReviewCard], now: datetime, due: dict[str, datetime] | None = None
+) -> list[QueueItem]:
     """Every missed question, soonest due first (those due now lead). `due`: the cards' due
     times in UTC by question id, where the caller has them already."""
     items = []

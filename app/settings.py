@@ -70,7 +70,10 @@ class Settings(BaseModel):
         "`secret_key` file next to the database, so cookies survive restarts.",
     )
     sandbox_workers: int = Field(
-        2, ge=1, le=64, description="Snippets that run at once; one more warm sandbox process than this is kept prepared."
+        2,
+        ge=1,
+        le=64,
+        description="Snippets that run at once; one more warm sandbox process than this is kept prepared.",
     )
     run_queue: int = Field(
         16,
@@ -80,19 +83,31 @@ class Settings(BaseModel):
         "has the fewest runs on workers; beyond workers + queue a run gets 429 with Retry-After.",
     )
     run_per_learner: int = Field(
-        2, ge=1, le=100, description="Runs one learner (cookie) may have running or waiting at once; "
+        2,
+        ge=1,
+        le=100,
+        description="Runs one learner (cookie) may have running or waiting at once; "
         "beyond it their next run gets 429. The runs shown with answered questions do not count.",
     )
     run_per_address: int = Field(
-        8, ge=1, le=1000, description="Runs one client address may have running or waiting at once "
+        8,
+        ge=1,
+        le=1000,
+        description="Runs one client address may have running or waiting at once "
         "(a client that throws its cookie away is still one address).",
     )
     answers_per_minute: int = Field(
-        60, ge=0, le=100_000, description="Answers one learner (cookie) may send in a minute, in bursts of as many; "
+        60,
+        ge=0,
+        le=100_000,
+        description="Answers one learner (cookie) may send in a minute, in bursts of as many; "
         "beyond it an answer gets 429 with Retry-After. 0: no limit.",
     )
     answers_per_minute_per_address: int = Field(
-        600, ge=0, le=1_000_000, description="Answers one client address may send in a minute (a client that "
+        600,
+        ge=0,
+        le=1_000_000,
+        description="Answers one client address may send in a minute (a client that "
         "throws its cookie away is still one address; a class behind one NAT shares it). 0: no limit.",
     )
     max_code_bytes: int = Field(
@@ -120,7 +135,8 @@ class Settings(BaseModel):
     host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
     trusted_proxies: str = Field(
-        "", description="Addresses of reverse proxies whose `X-Forwarded-For` names the client "
+        "",
+        description="Addresses of reverse proxies whose `X-Forwarded-For` names the client "
         "(comma-separated, e.g. `127.0.0.1` for one on this host; `*` trusts any). Empty: none, and "
         "a request's client is whoever connected, so no client can pick the address its answers and "
         "runs count against. A trusted proxy must append the address it saw (nginx: "
@@ -132,7 +148,9 @@ class Settings(BaseModel):
     def _known_scheme(cls, url: str) -> str:
         url = url.strip()
         if url and not url.startswith(("nats://", "tls://", "unix://")):
-            raise ValueError("must be empty (a local sandbox pool), nats://HOST:PORT or tls://HOST:PORT")
+            raise ValueError(
+                "must be empty (a local sandbox pool), nats://HOST:PORT or tls://HOST:PORT"
+            )
         if url.startswith(("nats://", "tls://")):
             deployment_name(url)  # where its path names the deployment, a name
         return url
@@ -183,7 +201,10 @@ class Settings(BaseModel):
         environ = os.environ if environ is None else environ
         if not environ.get(self.env_name("bank")) and CHECKOUT_BANK.is_dir():
             found = self.model_copy(update={"bank": CHECKOUT_BANK})
-            return found, f"no {self.bank}/ in {Path.cwd()}: serving the project's bank, {CHECKOUT_BANK}"
+            return (
+                found,
+                f"no {self.bank}/ in {Path.cwd()}: serving the project's bank, {CHECKOUT_BANK}",
+            )
         raise SettingsError(
             f"{self.env_name('bank')}: there is no question bank at {self.bank.absolute()}: start in the "
             f"project's folder, or set {self.env_name('bank')} to a folder (or file) of question-set YAML files"
@@ -224,7 +245,9 @@ class Settings(BaseModel):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             if not path.is_file():  # the folder's name is a file's, or the key's a folder's
-                raise self._unkept_key(folder, f"{folder} is not a folder, or {path} not a file") from None
+                raise self._unkept_key(
+                    folder, f"{folder} is not a folder, or {path} not a file"
+                ) from None
             key = path.read_text().strip()
             if key:
                 return key

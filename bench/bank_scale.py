@@ -57,11 +57,13 @@ def make_bank(folder: Path, size: int) -> list[str]:
                 ids.append(qid)
                 if q["id"] in record["results"]:
                     results[qid] = record["results"][q["id"]]
-            (folder / f"{stem}{suffix}.yaml").write_text(yaml.safe_dump(copy, sort_keys=False, allow_unicode=True))
+            (folder / f"{stem}{suffix}.yaml").write_text(
+                yaml.safe_dump(copy, sort_keys=False, allow_unicode=True)
+            )
     (folder / "verified").mkdir()
-    (folder / "verified" / next((ROOT / "questions" / "verified").glob("cpu-*.json")).name).write_text(
-        json.dumps({"environment": record["environment"], "results": results})
-    )
+    (
+        folder / "verified" / next((ROOT / "questions" / "verified").glob("cpu-*.json")).name
+    ).write_text(json.dumps({"environment": record["environment"], "results": results}))
     return ids
 
 
@@ -71,7 +73,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(workdir: Path, bank: Path, serve_args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str, float]:
+def start(
+    workdir: Path, bank: Path, serve_args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str, float]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AMPQUIZ_DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite'}",
            "AMPQUIZ_BANK": str(bank), "AMPQUIZ_PORT": str(port)}  # fmt: skip
@@ -88,7 +92,12 @@ def start(workdir: Path, bank: Path, serve_args: tuple[str, ...] = ()) -> tuple[
 
 
 async def during_edit(
-    url: str, ids: list[str], bank: Path, clients: int = 10, seconds: float = 4.0, edit_file: bool = True
+    url: str,
+    ids: list[str],
+    bank: Path,
+    clients: int = 10,
+    seconds: float = 4.0,
+    edit_file: bool = True,
 ) -> list[float]:
     """Latencies of question pages loaded back to back while one file is rewritten (after every
     page was loaded once, so first renders and question runs are out of the way). The clients
@@ -127,14 +136,23 @@ async def during_edit(
 
 def lint_s(bank: Path) -> float:
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "app.cli", "lint", str(bank)], cwd=ROOT, capture_output=True, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "lint", str(bank)],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
     return time.perf_counter() - t
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="113,1000,5000")
-    ap.add_argument("--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`")
+    ap.add_argument(
+        "--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`"
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"host: {os.cpu_count()} cores")
@@ -144,7 +162,9 @@ def main() -> None:
             bank = Path(tmp) / "bank"
             ids = make_bank(bank, size)
             linted = lint_s(bank)
-            proc, url, started = start(Path(tmp), bank, ("--processes", str(args.processes)) if args.processes else ())
+            proc, url, started = start(
+                Path(tmp), bank, ("--processes", str(args.processes)) if args.processes else ()
+            )
             try:
                 loop = new_event_loop()
                 try:
@@ -159,7 +179,11 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     proc.kill()
             worst = max(latencies)
-            print(line(f"{len(ids)} questions: lint / start-up", f"{linted:5.2f} s / {started:5.2f} s"))
+            print(
+                line(
+                    f"{len(ids)} questions: lint / start-up", f"{linted:5.2f} s / {started:5.2f} s"
+                )
+            )
             print(line(f"{len(ids)} questions: pages, no edit (control)",
                        f"p50 {percentile(quiet, 50):5.1f} ms, p99 {percentile(quiet, 99):5.1f} ms, "
                        f"slowest {max(quiet):6.1f} ms ({len(quiet)} requests)"))  # fmt: skip
@@ -168,7 +192,12 @@ def main() -> None:
                        f"slowest {worst:6.1f} ms ({len(latencies)} requests)"))  # fmt: skip
             last = {"size": len(ids), "start": started, "worst": worst}
     if last and last["size"] >= 4500:
-        print(line("target: start at 5,000 under 4 s", f"{'met' if last['start'] < 4 else 'MISSED'} ({last['start']:.2f} s)"))
+        print(
+            line(
+                "target: start at 5,000 under 4 s",
+                f"{'met' if last['start'] < 4 else 'MISSED'} ({last['start']:.2f} s)",
+            )
+        )
         print(line("target: no request over 100 ms during an edit at 5,000",
                    f"{'met' if last['worst'] < 100 else 'MISSED'} ({last['worst']:.1f} ms)"))  # fmt: skip
 

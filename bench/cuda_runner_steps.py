@@ -71,17 +71,30 @@ def _describe_fds(fds: set[int]) -> list[str]:
 def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
     facts: dict = {"steps": steps}
     try:
-        cg = cgroups.join(f"ampquiz-steps-{os.getpid()}") if cgroups.available and "cgroup" in steps else None
-        if "root-sys-pci" in steps or "root-sys-cpu" in steps:  # a narrower /sys than the runners' now
+        cg = (
+            cgroups.join(f"ampquiz-steps-{os.getpid()}")
+            if cgroups.available and "cgroup" in steps
+            else None
+        )
+        if (
+            "root-sys-pci" in steps or "root-sys-cpu" in steps
+        ):  # a narrower /sys than the runners' now
             pci = tuple(str(p) for p in Path("/sys/devices").glob("pci*"))
             module = tuple(str(p) for p in Path("/sys/module").glob("nvidia*"))
-            cpu = ("/sys/devices/system/cpu", "/sys/devices/system/node")  # the live folders, as CPU hosts had them
-            filesystem.SYS_CUDA = (*cpu, "/sys/bus/pci", *pci, *module) if "root-sys-pci" in steps else cpu
+            cpu = (
+                "/sys/devices/system/cpu",
+                "/sys/devices/system/node",
+            )  # the live folders, as CPU hosts had them
+            filesystem.SYS_CUDA = (
+                (*cpu, "/sys/bus/pci", *pci, *module) if "root-sys-pci" in steps else cpu
+            )
             steps = [*steps, "root"]
         if "root" in steps:  # before CUDA starts, as in a runner: its namespaces and its own root
             isolation.enter_namespaces()
             keep = [*visible.allowed_paths(), *gpu_probe.probe()["driver_dirs"]]
-            filesystem.allow_listed_root(keep, visible.hidden_paths([]), uid=UID, tmp_bytes=64 << 20, cuda=DEVICE == "cuda")
+            filesystem.allow_listed_root(
+                keep, visible.hidden_paths([]), uid=UID, tmp_bytes=64 << 20, cuda=DEVICE == "cuda"
+            )
         if "uid-first" in steps:  # as a runner does now: CUDA starts as the run's uid, not root
             isolation.drop_privileges(UID)
         before = isolation.open_fds()
@@ -113,7 +126,9 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
                 seccomp.install(seccomp.compile_filters()[:1])
             elif step == "refusals":  # the second alone (EPERM for what it names)
                 seccomp.install(seccomp.compile_filters()[1:])
-            elif step == "allow-list-logged":  # what the allow-list would refuse is let through, and logged
+            elif (
+                step == "allow-list-logged"
+            ):  # what the allow-list would refuse is let through, and logged
                 lib = seccomp._load_library()
                 seccomp.install((seccomp._compile(lib, ACT_LOG, seccomp._allow_list),))
             elif step == "core":
@@ -124,7 +139,9 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
             elif step == "memlock-64k":
                 resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536))
             elif step == "cgroup" and cg:
-                RunCgroup.from_paths(cg).set_limits(processes=16, memory_bytes=RunCgroup.from_paths(cg).usage_bytes() + (1 << 30))
+                RunCgroup.from_paths(cg).set_limits(
+                    processes=16, memory_bytes=RunCgroup.from_paths(cg).usage_bytes() + (1 << 30)
+                )
         try:  # what the driver does when it names a thread it starts
             with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
                 comm.write("python")
@@ -135,7 +152,9 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
         time.sleep(IDLE_S)  # a prepared runner waits for its code: the driver's threads run on
         facts["result"] += ", after idling: " + _ops()
     except BaseException as exc:  # noqa: BLE001 - the report is the point
-        facts["result"] = f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        facts["result"] = (
+            f"FAILED: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
         facts["where"] = traceback.format_exc().splitlines()[-4:-1]
     os.write(report, json.dumps(facts).encode())
     os._exit(0)
@@ -156,13 +175,19 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, uid {os.geteuid()}")
     cgroups = CgroupFactory()
-    own_pidns = isolation.open_own_pid_namespace()  # as the zygote keeps it, to return to after each fork
+    own_pidns = (
+        isolation.open_own_pid_namespace()
+    )  # as the zygote keeps it, to return to after each fork
     print(f"kernel {os.uname().release}")
     print(f"cgroup caps: {cgroups.features or 'none'}")
     for steps in VARIANTS:
         r, w = os.pipe()
         # "pidns": forked as a runner is, into a new pid namespace whose pid 1 it is
-        in_pidns = "pidns" in steps and own_pidns is not None and isolation.new_pid_namespace_for_next_child()
+        in_pidns = (
+            "pidns" in steps
+            and own_pidns is not None
+            and isolation.new_pid_namespace_for_next_child()
+        )
         pid = os.fork()
         if pid == 0:
             os.close(r)
@@ -175,17 +200,31 @@ def main() -> None:
             data += chunk
         os.close(r)
         os.waitpid(pid, 0)
-        facts = json.loads(data) if data else {"steps": steps, "result": "no report (the child died)"}
-        print(f"{' + '.join(steps) or 'nothing'}: {facts['result']}  [threads {facts.get('threads')}, "
-              f"own thread's comm {facts.get('comm')}]")
+        facts = (
+            json.loads(data) if data else {"steps": steps, "result": "no report (the child died)"}
+        )
+        print(
+            f"{' + '.join(steps) or 'nothing'}: {facts['result']}  [threads {facts.get('threads')}, "
+            f"own thread's comm {facts.get('comm')}]"
+        )
         if not steps:
             print("  descriptors CUDA opened:", ", ".join(facts.get("opened_by_cuda", [])))
         for line in facts.get("where", []):
             print("   ", line)
     cgroups.sweep("ampquiz-steps-")
-    logged = subprocess.run(["dmesg"], capture_output=True, text=True, check=False).stdout.splitlines()
-    calls = sorted({line.split(" syscall=")[1].split()[0] for line in logged if "type=1326" in line and " syscall=" in line})
-    print(f"calls outside the allow-list (syscall numbers, from the kernel's log): {', '.join(calls) or 'none logged'}")
+    logged = subprocess.run(
+        ["dmesg"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    calls = sorted(
+        {
+            line.split(" syscall=")[1].split()[0]
+            for line in logged
+            if "type=1326" in line and " syscall=" in line
+        }
+    )
+    print(
+        f"calls outside the allow-list (syscall numbers, from the kernel's log): {', '.join(calls) or 'none logged'}"
+    )
 
 
 if __name__ == "__main__":

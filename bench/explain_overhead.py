@@ -51,7 +51,9 @@ def main() -> None:
                 assert r.status == "ok", r
         report = sb.run(TRAINING_LOOP, explain=True).explanation
     size = len(json.dumps(report))
-    print(f"snippet: 20-step training loop (Linear 64-64-8, autocast cpu float16, GradScaler), {args.runs} runs each")
+    print(
+        f"snippet: 20-step training loop (Linear 64-64-8, autocast cpu float16, GradScaler), {args.runs} runs each"
+    )
     print(line("Sandbox.run explain=False p50", f"{p50(plain):8.1f} ms"))
     print(line("Sandbox.run explain=True  p50", f"{p50(explained):8.1f} ms"))
     print(line("ratio (explain / plain)", f"{p50(explained) / p50(plain):8.2f} x"))

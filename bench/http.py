@@ -157,7 +157,9 @@ class Connection:
             self.writer = None
             return await self._request(method, path, body, content_type)
 
-    async def _request(self, method: str, path: str, body: bytes, content_type: bytes) -> tuple[int, bytes]:
+    async def _request(
+        self, method: str, path: str, body: bytes, content_type: bytes
+    ) -> tuple[int, bytes]:
         if self.writer is None or self.writer.is_closing():
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
@@ -210,11 +212,18 @@ class Clients:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def hammer(
-        self, path: str, total: int, method: str, body: dict | None = None, clients: int | None = None
+        self,
+        path: str,
+        total: int,
+        method: str,
+        body: dict | None = None,
+        clients: int | None = None,
     ) -> tuple[list[float], float, int]:
         """`total` requests over the first `clients` connections at once; latencies (ms), wall
         time (s), failures."""
-        return self._call(self._hammer(path, total, method, body, self.conns[: clients or len(self.conns)]))
+        return self._call(
+            self._hammer(path, total, method, body, self.conns[: clients or len(self.conns)])
+        )
 
     async def _hammer(
         self, path: str, total: int, method: str, body: dict | None, conns: list[Connection]
@@ -341,7 +350,9 @@ def report(label: str, latencies: list[float], wall: float, unit: str, failures:
     )  # fmt: skip
 
 
-def pages_while_proving(clients_n: int, workers: int, page: str) -> tuple[list[float], float, int, int, int]:
+def pages_while_proving(
+    clients_n: int, workers: int, page: str
+) -> tuple[list[float], float, int, int, int]:
     """Question pages while a server verifies its whole bank on load: (latencies, wall, failures,
     keys pending when the measurement began, keys proved while it ran)."""
     latencies: list[float] = []
@@ -428,8 +439,19 @@ def main() -> None:
     )
 
     report(f"GET question page ({args.pages} requests)", pages, pages_wall, "req/s", pages_failed)
-    report(f"GET question page while verifying on load ({len(proving)})", proving, proving_wall, "req/s", proving_failed)
-    print(line("  keys verified on load during that", f"{proved} of {pending_at_start} pending when it began"))
+    report(
+        f"GET question page while verifying on load ({len(proving)})",
+        proving,
+        proving_wall,
+        "req/s",
+        proving_failed,
+    )
+    print(
+        line(
+            "  keys verified on load during that",
+            f"{proved} of {pending_at_start} pending when it began",
+        )
+    )
     report(f"POST /api/run ({len(runs)} runs)", runs, runs_wall, "runs/s", runs_failed)
     report(f"Sandbox.run direct, in arrival order ({len(fifo)})", fifo, fifo_wall, "runs/s")
     report(f"Sandbox.run direct, threads as they come ({len(raw)})", raw, raw_wall, "runs/s")

@@ -120,7 +120,9 @@ def floor_app():
     return app
 
 
-def start_bare(processes: int, factory: str = "bench.learners:bare_app") -> tuple[subprocess.Popen, str]:
+def start_bare(
+    processes: int, factory: str = "bench.learners:bare_app"
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = ["--factory", factory, "--port", str(port), "--no-access-log", "--log-level", "warning"]
     if processes > 1:
@@ -248,7 +250,9 @@ async def learner(conn: Connection, order: Iterator[dict], budget: list[int], r:
     """Question -> answer -> result -> progress, round and round, until the round's budget is
     spent, through the bank in `order` (a learner's own, carried on from round to round)."""
 
-    async def timed(kind: str, method: str, path: str, body: bytes = b"", expect: tuple[int, ...] = (200,)) -> int:
+    async def timed(
+        kind: str, method: str, path: str, body: bytes = b"", expect: tuple[int, ...] = (200,)
+    ) -> int:
         t = time.perf_counter()
         status, _page = await conn.request(method, path, body, b"application/x-www-form-urlencoded")
         r.latencies.setdefault(kind, []).append((time.perf_counter() - t) * 1000)
@@ -275,7 +279,12 @@ async def learner(conn: Connection, order: Iterator[dict], budget: list[int], r:
 def web_pids(root: int) -> list[int]:
     """The server's web processes: with `serve --processes N`, those its `app.web.server.preload` child
     forked; with one, the serve process itself."""
-    workers = [pid for parent in _children(root) if b"app.web.server.preload" in _cmdline(parent) for pid in _children(parent)]
+    workers = [
+        pid
+        for parent in _children(root)
+        if b"app.web.server.preload" in _cmdline(parent)
+        for pid in _children(parent)
+    ]
     return workers or [root]
 
 
@@ -284,7 +293,9 @@ def _own_cpu(pid: int) -> float:
     return 0.0 if times is None else (times[0] + times[1]) / TICKS
 
 
-async def walk_every_process(server: tuple[subprocess.Popen, str], questions: list[dict], walkers: int) -> tuple[Round, str]:
+async def walk_every_process(
+    server: tuple[subprocess.Popen, str], questions: list[dict], walkers: int
+) -> tuple[Round, str]:
     """Learners of their own walk the whole bank until every web process has served a share of
     the walk. Which process takes a connection is the kernel's choice, and a burst of new
     connections is often all taken by one (its loop accepts them in one go): the connections
@@ -304,7 +315,9 @@ async def walk_every_process(server: tuple[subprocess.Popen, str], questions: li
         split = " / ".join(f"{s:.1f} s" for s in spent)
         if min(spent) >= max(spent) / 3:
             return warm, split
-        print(line("  a web process served little of the walk", f"{split}: walking again"), flush=True)
+        print(
+            line("  a web process served little of the walk", f"{split}: walking again"), flush=True
+        )
     return warm, split
 
 
@@ -328,7 +341,9 @@ class Learners:
         before = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         web = {p: _own_cpu(p) for p in web_pids(pid)}
         started = time.perf_counter()
-        await asyncio.gather(*(learner(c, self.orders[i], budget, r) for i, c in enumerate(self.conns[:n])))
+        await asyncio.gather(
+            *(learner(c, self.orders[i], budget, r) for i, c in enumerate(self.conns[:n]))
+        )
         r.wall = time.perf_counter() - started
         after = {**cpu_seconds(pid), "database": database_cpu_seconds()}
         r.cpu = {k: after[k] - before[k] for k in after}
@@ -395,7 +410,9 @@ def serve_args(processes: int | None) -> tuple[str, ...]:
     help_text = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--help"], cwd=ROOT,
                                capture_output=True, text=True, check=False).stdout  # fmt: skip
     if "--processes" not in help_text:
-        raise SystemExit("this ampquiz serve has no --processes option yet: run without --processes")
+        raise SystemExit(
+            "this ampquiz serve has no --processes option yet: run without --processes"
+        )
     return ("--processes", str(processes))
 
 
@@ -412,12 +429,22 @@ def describe(label: str, r: Round, bare: Round | None = None, versus: Round | No
     sandbox = 1000 * r.cpu["sandbox"] / max(1, r.requests)
     rate = r.requests / r.wall
     # PostgreSQL's own processes share the cores (SQLite's work is in the web's CPU already).
-    database = f"   PostgreSQL server CPU {1000 * r.cpu['database'] / max(1, r.requests):5.2f} ms/req" if "PostgreSQL" in label else ""
+    database = (
+        f"   PostgreSQL server CPU {1000 * r.cpu['database'] / max(1, r.requests):5.2f} ms/req"
+        if "PostgreSQL" in label
+        else ""
+    )
     out = [line(label, f"{rate:7.0f} req/s   p50 {p50(r.all):6.1f} ms   p99 {percentile(r.all, 99):6.1f} ms   "
                        f"web CPU {per_req:5.2f} ms/req   sandbox CPU {sandbox:5.2f} ms/req{database}"
                        + (f"   {r.failures} failed" if r.failures else ""))]  # fmt: skip
     if len(r.latencies) > 1:
-        out.append(line("", "p99 by step: " + ", ".join(f"{k} {percentile(v, 99):.0f} ms" for k, v in r.latencies.items())))
+        out.append(
+            line(
+                "",
+                "p99 by step: "
+                + ", ".join(f"{k} {percentile(v, 99):.0f} ms" for k, v in r.latencies.items()),
+            )
+        )
     if len(r.shares) > 1 and (spent := sum(r.shares.values())) > 0:
         out.append(line("", "web processes' shares of the CPU: "
                         + " / ".join(f"{100 * v / spent:.0f} %" for v in sorted(r.shares.values(), reverse=True))))  # fmt: skip
@@ -429,7 +456,9 @@ def describe(label: str, r: Round, bare: Round | None = None, versus: Round | No
         ratios.append(f"throughput {rate / (versus.requests / versus.wall):.2f}x SQLite's")
     if baseline is not None:
         before = 1000 * baseline.cpu["web"] / max(1, baseline.requests)
-        ratios.append(f"web CPU/req {per_req / before:.2f}x the baseline's, throughput {rate / (baseline.requests / baseline.wall):.2f}x")
+        ratios.append(
+            f"web CPU/req {per_req / before:.2f}x the baseline's, throughput {rate / (baseline.requests / baseline.wall):.2f}x"
+        )
     if ratios:
         out.append(line("", "; ".join(ratios)))
     return out
@@ -456,7 +485,9 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
             # connection is the kernel's choice). That first walk's cost is printed, not hidden.
             # They are learners of their own, not the measured ones: a learner who answered the
             # whole bank has the largest progress page, and at 10 learners all would be such.
-            warm, split = await walk_every_process(servers[name], questions, WALKERS_PER_PROCESS * args.web_processes)
+            warm, split = await walk_every_process(
+                servers[name], questions, WALKERS_PER_PROCESS * args.web_processes
+            )
             # The measured learners' own first answers (--history: that many each, before measuring).
             await group.round(most, 4 * most * max(1, args.history), servers[name][0].pid)
             print(line(f"warm-up on {name}: the bank walked", f"{time.perf_counter() - t:5.1f} s, "
@@ -466,7 +497,10 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
         for name, conns in clients.items():  # each connection's first request (and cookie)
             await bare_round(conns, 2 * most, references[name][0].pid)
         for n in args.learners:
-            rounds: dict[str, list[Round]] = {**{name: [] for name in references}, **{name: [] for name in learners}}
+            rounds: dict[str, list[Round]] = {
+                **{name: [] for name in references},
+                **{name: [] for name in learners},
+            }
             per = args.requests // args.rounds
             order = list(learners.items())
             for turn in range(args.rounds):
@@ -474,7 +508,7 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
                     rounds[name].append(await bare_round(conns[:n], per, references[name][0].pid))
                 # Each round starts with another server: the one measured right after the bare
                 # app did worse at 200 learners even against a copy of its own code.
-                for name, group in order[turn % len(order):] + order[:turn % len(order)]:
+                for name, group in order[turn % len(order) :] + order[: turn % len(order)]:
                     rounds[name].append(await group.round(n, per, servers[name][0].pid))
             results[n] = {name: merge(rs) for name, rs in rounds.items()}
             report(n, results[n])
@@ -488,7 +522,9 @@ async def measure(args: argparse.Namespace, servers: dict[str, tuple[subprocess.
     return results
 
 
-def replaced(servers: dict[str, tuple[subprocess.Popen, str]], processes: dict[str, list[int]]) -> None:
+def replaced(
+    servers: dict[str, tuple[subprocess.Popen, str]], processes: dict[str, list[int]]
+) -> None:
     """Says so when a server's web processes are not the ones it started with: one that died was
     replaced by a cold one, and what was measured since is not a warm server's."""
     for name, (proc, _) in servers.items():
@@ -523,8 +559,13 @@ def report(n: int, rounds: dict[str, Round]) -> None:
     for name, r in rounds.items():
         if name not in REFERENCES:
             sqlite = "SQLite, baseline" if name.endswith("baseline") else "SQLite"
-            for text in describe(f"  learners on {name}", r, bare, rounds.get(sqlite) if name != sqlite else None,
-                                 baseline=rounds.get(f"{name}, baseline")):
+            for text in describe(
+                f"  learners on {name}",
+                r,
+                bare,
+                rounds.get(sqlite) if name != sqlite else None,
+                baseline=rounds.get(f"{name}, baseline"),
+            ):
                 print(text)
     sys.stdout.flush()
 
@@ -533,32 +574,63 @@ def verdicts(results: dict[int, dict[str, Round]]) -> None:
     print()
     mine = {n: {k: r for k, r in rs.items() if "baseline" not in k} for n, rs in results.items()}
     results = mine
-    worst_cpu = max(1000 * r.cpu["web"] / r.requests for rs in results.values() for k, r in rs.items() if k not in REFERENCES)
-    print(line("target: web CPU per learner request <= 1 ms", f"{'met' if worst_cpu <= 1 else 'MISSED'} (worst {worst_cpu:.2f} ms)"))
+    worst_cpu = max(
+        1000 * r.cpu["web"] / r.requests
+        for rs in results.values()
+        for k, r in rs.items()
+        if k not in REFERENCES
+    )
+    print(
+        line(
+            "target: web CPU per learner request <= 1 ms",
+            f"{'met' if worst_cpu <= 1 else 'MISSED'} (worst {worst_cpu:.2f} ms)",
+        )
+    )
     ratio = min(r.requests / r.wall / (rs["bare"].requests / rs["bare"].wall)
                 for rs in results.values() for k, r in rs.items() if k not in REFERENCES)  # fmt: skip
-    floor = min(rs["floor"].requests / rs["floor"].wall / (rs["bare"].requests / rs["bare"].wall) for rs in results.values())
+    floor = min(
+        rs["floor"].requests / rs["floor"].wall / (rs["bare"].requests / rs["bare"].wall)
+        for rs in results.values()
+    )
     print(line("target: throughput >= 0.3x the bare app's", f"{'met' if ratio >= 0.3 else 'MISSED'} (lowest {ratio:.2f}x; "
                f"the floor alone: {floor:.2f}x)"))  # fmt: skip
     if 200 in results:
         p99 = max(percentile(r.all, 99) for k, r in results[200].items() if k not in REFERENCES)
-        print(line("target: p99 at 200 learners < 250 ms", f"{'met' if p99 < 250 else 'MISSED'} ({p99:.0f} ms)"))
+        print(
+            line(
+                "target: p99 at 200 learners < 250 ms",
+                f"{'met' if p99 < 250 else 'MISSED'} ({p99:.0f} ms)",
+            )
+        )
     if all("PostgreSQL" in rs and "SQLite" in rs for rs in results.values()):
         pg = min(rs["PostgreSQL"].requests / rs["PostgreSQL"].wall / (rs["SQLite"].requests / rs["SQLite"].wall)
                  for rs in results.values())  # fmt: skip
-        print(line("target: PostgreSQL throughput >= SQLite's", f"{'met' if pg >= 1 else 'MISSED'} (lowest {pg:.2f}x)"))
+        print(
+            line(
+                "target: PostgreSQL throughput >= SQLite's",
+                f"{'met' if pg >= 1 else 'MISSED'} (lowest {pg:.2f}x)",
+            )
+        )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--learners", default="10,50,200", help="concurrent learners, comma-separated")
     ap.add_argument("--requests", type=int, default=2400, help="requests per server at each level")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
-    ap.add_argument("--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`")
+    ap.add_argument(
+        "--processes", type=int, default=None, help="passed to `ampquiz serve --processes N`"
+    )
     ap.add_argument("--history", type=int, default=0,
                     help="answers each measured learner gives before measuring (a class well into the bank: its progress "
                          "pages are the largest); the default measures learners who have barely started")  # fmt: skip
-    ap.add_argument("--postgres", default=POSTGRES, help="PostgreSQL server (a database is made there and dropped)")
+    ap.add_argument(
+        "--postgres",
+        default=POSTGRES,
+        help="PostgreSQL server (a database is made there and dropped)",
+    )
     ap.add_argument("--no-postgres", action="store_true")
     ap.add_argument("--only", choices=["SQLite", "PostgreSQL"], help="measure one database only")
     ap.add_argument("--baseline", type=Path, default=None,
@@ -584,12 +656,16 @@ def main() -> None:
                 pg_name, pg_url = make_postgres_database(args.postgres)
                 (Path(tmp) / "pg").mkdir()
                 os.environ["AMPQUIZ_SECRET_KEY"] = "b" * 40  # no SQLite folder to keep it in
-                servers["PostgreSQL"] = start_server(Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra)
+                servers["PostgreSQL"] = start_server(
+                    Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra
+                )
             if args.baseline is not None:  # the earlier commit on each database measured
                 source = args.baseline.resolve()
                 if "SQLite" in servers:
                     (Path(tmp) / "baseline").mkdir()
-                    servers["SQLite, baseline"] = start_server(Path(tmp) / "baseline", 2, 16, serve_args=extra, source=source)
+                    servers["SQLite, baseline"] = start_server(
+                        Path(tmp) / "baseline", 2, 16, serve_args=extra, source=source
+                    )
                 if "PostgreSQL" in servers:
                     pg_baseline_name, pg_baseline_url = make_postgres_database(args.postgres)
                     (Path(tmp) / "pg-baseline").mkdir()

@@ -82,7 +82,9 @@ def measure(root: str, runs: int) -> dict:
         wall_s = 3.0 + runs * 0.5  # bounded: the neighbour ends at its wall time, whatever happens
         noisy = {}
         neighbour = threading.Thread(
-            target=lambda: noisy.setdefault("r", sb.run(NEIGHBOUR, limits=Limits(wall_s=wall_s, cpu_s=600, processes=32)))
+            target=lambda: noisy.setdefault(
+                "r", sb.run(NEIGHBOUR, limits=Limits(wall_s=wall_s, cpu_s=600, processes=32))
+            )
         )
         neighbour.start()
         time.sleep(1.5)  # until its children spin
@@ -107,11 +109,17 @@ def main() -> None:
     if args.serve:
         print(json.dumps(measure(args.serve, args.runs)))
         return
-    print(f"host: {os.cpu_count()} cores; learner: autocast Linear; neighbour: 24 forked setsid() spinners")
+    print(
+        f"host: {os.cpu_count()} cores; learner: autocast Linear; neighbour: 24 forked setsid() spinners"
+    )
     rows = [("today", measure(str(REPO), args.runs))]
     if args.baseline:
         with tempfile.TemporaryDirectory(prefix="ampquiz-baseline-") as tmp:
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline, "sandbox"], capture_output=True, check=True)
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", args.baseline, "sandbox"],
+                capture_output=True,
+                check=True,
+            )
             with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
                 tar.extractall(tmp, filter="data")
             out = subprocess.run(
@@ -120,7 +128,9 @@ def main() -> None:
             )  # fmt: skip
             rows.append((args.baseline, json.loads(out.stdout.splitlines()[-1])))
     for name, m in rows:
-        print(f"{name}: cpu cap per run {'on' if m['cpu_cap'] else 'OFF'}; neighbour: {m['neighbour']}")
+        print(
+            f"{name}: cpu cap per run {'on' if m['cpu_cap'] else 'OFF'}; neighbour: {m['neighbour']}"
+        )
         print(f"  learner p50 alone                           {m['alone']:8.1f} ms")
         print(f"  learner p50 beside the neighbour            {m['beside']:8.1f} ms")
         print(f"  slowdown (beside / alone; target <= 2x)     {m['beside'] / m['alone']:8.1f} x")

@@ -70,14 +70,18 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=100, help="runs per round and side")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--seconds", type=float, default=5.0, help="length of each throughput measurement")
+    ap.add_argument(
+        "--seconds", type=float, default=5.0, help="length of each throughput measurement"
+    )
     args = ap.parse_args()
     url = os.environ.get("AMPQUIZ_WORKERS_URL", "nats://127.0.0.1:4222")
     await reset_stream()
     work = Path(tempfile.mkdtemp(prefix="ampquiz-bench-remote-"))
     workers = [WorkerProcess(work, slots=2, name="1")]
     local = LocalRuns(Sandbox(workers=2).start(), owned=True)
-    web = await RemoteRuns.connect(url, Settings(workers_url=url, workers_key=WORKERS_KEY), discover_s=0.3)
+    web = await RemoteRuns.connect(
+        url, Settings(workers_url=url, workers_key=WORKERS_KEY), discover_s=0.3
+    )
     try:
         await wait_for(web, 1)
         await one_at_a_time(local, 10)  # warm both paths
@@ -87,11 +91,27 @@ async def main() -> None:
         for _ in range(args.rounds):
             local_ms += await one_at_a_time(local, args.runs)
             remote_ms += await one_at_a_time(web, args.runs)
-        print(f"one run at a time, {len(local_ms)} runs per side in {args.rounds} alternating rounds:")
-        print(line("  local pool p50 / p99", f"{p50(local_ms):.2f} / {percentile(local_ms, 99):.2f} ms"))
-        print(line("  NATS to one worker p50 / p99", f"{p50(remote_ms):.2f} / {percentile(remote_ms, 99):.2f} ms"))
+        print(
+            f"one run at a time, {len(local_ms)} runs per side in {args.rounds} alternating rounds:"
+        )
+        print(
+            line(
+                "  local pool p50 / p99", f"{p50(local_ms):.2f} / {percentile(local_ms, 99):.2f} ms"
+            )
+        )
+        print(
+            line(
+                "  NATS to one worker p50 / p99",
+                f"{p50(remote_ms):.2f} / {percentile(remote_ms, 99):.2f} ms",
+            )
+        )
         gap = p50(remote_ms) - p50(local_ms)
-        print(line("  remote p50 minus local p50", f"{gap:+.2f} ms (target: within 2 ms) {'MET' if gap <= 2 else 'MISSED'}"))
+        print(
+            line(
+                "  remote p50 minus local p50",
+                f"{gap:+.2f} ms (target: within 2 ms) {'MET' if gap <= 2 else 'MISSED'}",
+            )
+        )
         local_rps = await throughput(local, 4, args.seconds)
         one_rps = await throughput(web, 4, args.seconds)
         workers.append(WorkerProcess(work, slots=2, name="2"))
@@ -100,7 +120,12 @@ async def main() -> None:
         print("runs/s with every slot busy (2 cores on this host, shared by every worker):")
         print(line("  local pool (2 slots)", f"{local_rps:.0f}"))
         print(line("  one worker (2 slots)", f"{one_rps:.0f} ({one_rps / local_rps:.2f}x local)"))
-        print(line("  two workers (2 slots each)", f"{two_rps:.0f} ({two_rps / one_rps:.2f}x one worker)"))
+        print(
+            line(
+                "  two workers (2 slots each)",
+                f"{two_rps:.0f} ({two_rps / one_rps:.2f}x one worker)",
+            )
+        )
     finally:
         await web.close()
         await local.close()

@@ -48,8 +48,12 @@ with torch.autocast("cpu", dtype=torch.float16):
 print(y.dtype)
 """
 
-SNIPPETS = {"cpu": SNIPPET, "cuda": SNIPPET.replace("torch.nn.Linear(8, 4)", "torch.nn.Linear(8, 4).cuda()")
-            .replace("torch.ones(2, 8)", "torch.ones(2, 8, device='cuda')").replace('autocast("cpu"', 'autocast("cuda"')}
+SNIPPETS = {
+    "cpu": SNIPPET,
+    "cuda": SNIPPET.replace("torch.nn.Linear(8, 4)", "torch.nn.Linear(8, 4).cuda()")
+    .replace("torch.ones(2, 8)", "torch.ones(2, 8, device='cuda')")
+    .replace('autocast("cpu"', 'autocast("cuda"'),
+}
 """The same snippet per device: on CUDA it also starts CUDA, which is what a cold run pays for."""
 
 
@@ -58,7 +62,13 @@ def cold_runs(n: int, device: str) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(n):
             t = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", SNIPPETS[device]], capture_output=True, text=True, cwd=tmp, check=False)
+            out = subprocess.run(
+                [sys.executable, "-c", SNIPPETS[device]],
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                check=False,
+            )
             times.append((time.perf_counter() - t) * 1000)
             assert out.stdout == "torch.float16\n", out
     return times
@@ -136,7 +146,10 @@ def serve(root: str, device: str, workers: int) -> None:
         if device == "cuda" and sb.environment.get("device_kind") != "cuda":
             raise SystemExit("--device cuda: this host's sandbox found no CUDA GPU")
         warm_runs(sb, 5, 0.2, device)
-        hello = {"huge_mib": sb.huge_page_bytes >> 20, "device_name": sb.environment.get("device_name")}
+        hello = {
+            "huge_mib": sb.huge_page_bytes >> 20,
+            "device_name": sb.environment.get("device_name"),
+        }
         print(json.dumps(hello), flush=True)
         for line in sys.stdin:
             what, *args = line.split()
@@ -168,7 +181,9 @@ class Pool:
             self.proc.stdin.flush()
         answer = self.proc.stdout.readline()
         if not answer:
-            raise SystemExit(f"the pool under {command or 'start'} died (exit code {self.proc.wait()})")
+            raise SystemExit(
+                f"the pool under {command or 'start'} died (exit code {self.proc.wait()})"
+            )
         return json.loads(answer)
 
     def close(self) -> None:
@@ -184,7 +199,9 @@ def checkout(rev: str, into: str) -> str:
     """The base revision's sandbox package, extracted beside this tree; returns its full hash."""
     full = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", full, "sandbox"], capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", full, "sandbox"], capture_output=True, check=True
+    )
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(into, filter="data")
     return full
@@ -192,16 +209,41 @@ def checkout(rev: str, into: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", default=BASE, help=f"revision whose sandbox to compare with, or 'none' (default {BASE})")
-    ap.add_argument("--rounds", type=int, default=4, help="turns each pool takes (throughput and warm blocks)")
+    ap.add_argument(
+        "--base",
+        default=BASE,
+        help=f"revision whose sandbox to compare with, or 'none' (default {BASE})",
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=4, help="turns each pool takes (throughput and warm blocks)"
+    )
     ap.add_argument("--seconds", type=float, default=4.0, help="throughput seconds per turn")
-    ap.add_argument("--warm", type=int, default=25, help="warm runs per turn, --pause apart, then as many back to back")
-    ap.add_argument("--pause", type=float, default=None,
-                    help="seconds between warm runs (default 0.2 on cpu, 1.0 on cuda, where preparing a runner "
-                    "starts a CUDA context: runs 0.2 s apart outpaced 4 workers' preparation and timed the wait)")
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=25,
+        help="warm runs per turn, --pause apart, then as many back to back",
+    )
+    ap.add_argument(
+        "--pause",
+        type=float,
+        default=None,
+        help="seconds between warm runs (default 0.2 on cpu, 1.0 on cuda, where preparing a runner "
+        "starts a CUDA context: runs 0.2 s apart outpaced 4 workers' preparation and timed the wait)",
+    )
     ap.add_argument("--cold", type=int, default=5)
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the snippet runs (default cpu)")
-    ap.add_argument("--workers", type=int, default=2, help="the pool's workers, each kept busy by a client (default 2)")
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the snippet runs (default cpu)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="the pool's workers, each kept busy by a client (default 2)",
+    )
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -215,9 +257,16 @@ def main() -> None:
 
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "sandbox"],
                            capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    print(f"host: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; snippet: autocast Linear + print(y.dtype), "
-          f"on {args.device}, {args.workers} workers")
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    print(
+        f"host: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; snippet: autocast Linear + print(y.dtype), "
+        f"on {args.device}, {args.workers} workers"
+    )
     print(f"this tree: {head}{' + uncommitted sandbox changes' if dirty else ''}")
     names = ["now"]
     with tempfile.TemporaryDirectory(prefix="ampquiz-base-") as tmp:
@@ -229,13 +278,17 @@ def main() -> None:
                 print(f"base: {full} (its sandbox/ via git archive, started from {tmp})")
                 pools["base"] = Pool(tmp, args.device, args.workers)
                 names.append("base")
-            samples: dict[str, dict[str, list]] = {n: {"warm": [], "back": [], "tp": []} for n in names}
+            samples: dict[str, dict[str, list]] = {
+                n: {"warm": [], "back": [], "tp": []} for n in names
+            }
             for r in range(args.rounds):
                 # Alternate who goes first, so neither always follows the other's clean-up.
                 for name in names if r % 2 == 0 else names[::-1]:
                     pool, got = pools[name], samples[name]
                     got["tp"].append(pool.ask(f"throughput {args.seconds}"))
-                    time.sleep(1.0 + 2 * args.pause)  # let this pool's runners be prepared again before it is timed
+                    time.sleep(
+                        1.0 + 2 * args.pause
+                    )  # let this pool's runners be prepared again before it is timed
                     got["warm"] += pool.ask(f"warm {args.warm} {args.pause}")
                     got["back"] += pool.ask(f"warm {args.warm} 0.0")
                     time.sleep(1.0)  # and let it settle before the other pool is measured
@@ -260,11 +313,30 @@ def main() -> None:
         label = "this tree" if name == "now" else f"base {args.base}"
         per_turn = ", ".join(f"{t['runs'] / t['s']:.1f}" for t in s["tp"])
         print(f"{label}:")
-        print(line(f"  warm p50 ({len(s['warm'])} runs, {args.pause:g} s apart)", f"{p50(s['warm']):8.2f} ms"))
-        print(line("  warm p90 / p99", f"{percentile(s['warm'], 90):8.2f} ms / {percentile(s['warm'], 99):.2f} ms"))
+        print(
+            line(
+                f"  warm p50 ({len(s['warm'])} runs, {args.pause:g} s apart)",
+                f"{p50(s['warm']):8.2f} ms",
+            )
+        )
+        print(
+            line(
+                "  warm p90 / p99",
+                f"{percentile(s['warm'], 90):8.2f} ms / {percentile(s['warm'], 99):.2f} ms",
+            )
+        )
         print(line("  warm p50, back to back", f"{p50(s['back']):8.2f} ms"))
-        print(line(f"  runs/s, {args.workers} workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"))
-        print(line("  CPU per run: sandbox / pool", f"{cpu_ms(name, 'sandbox_cpu_s'):8.1f} ms / {cpu_ms(name, 'pool_cpu_s'):.1f} ms"))
+        print(
+            line(
+                f"  runs/s, {args.workers} workers busy", f"{rate(name):8.1f}   (turns: {per_turn})"
+            )
+        )
+        print(
+            line(
+                "  CPU per run: sandbox / pool",
+                f"{cpu_ms(name, 'sandbox_cpu_s'):8.1f} ms / {cpu_ms(name, 'pool_cpu_s'):.1f} ms",
+            )
+        )
         faults = sum(t["faults"] for t in s["tp"]) / sum(t["runs"] for t in s["tp"])
         print(line("  page faults per run (zygote and runners)", f"{faults:8.0f}"))
         print(line("  zygote heap on 2 MiB pages", f"{huge[name]:8d} MiB"))
@@ -272,15 +344,35 @@ def main() -> None:
     if cold:
         print(line("speed-up, this tree (cold p50 / warm p50)", f"{p50(cold) / now_warm:8.1f} x"))
     if args.device == "cuda":
-        print(line("warm p50 on CUDA (target <= 25 ms)", f"{now_warm:8.2f} ms  {'met' if now_warm <= 25 else 'MISSED'}"))
+        print(
+            line(
+                "warm p50 on CUDA (target <= 25 ms)",
+                f"{now_warm:8.2f} ms  {'met' if now_warm <= 25 else 'MISSED'}",
+            )
+        )
         if cold:
             ok = p50(cold) / now_warm >= 100
-            print(line("cold / warm on CUDA (target >= 100x)", f"{p50(cold) / now_warm:8.1f} x  {'met' if ok else 'MISSED'}"))
+            print(
+                line(
+                    "cold / warm on CUDA (target >= 100x)",
+                    f"{p50(cold) / now_warm:8.1f} x  {'met' if ok else 'MISSED'}",
+                )
+            )
     if "base" in samples:
         ratio = rate("now") / rate("base")
         delta = now_warm - p50(samples["base"]["warm"])
-        print(line("runs/s, this tree / base (target >= 1.4x)", f"{ratio:8.2f} x  {'met' if ratio >= 1.4 else 'MISSED'}"))
-        print(line("warm p50, this tree - base (target <= +1.5 ms)", f"{delta:+8.2f} ms  {'met' if delta <= 1.5 else 'MISSED'}"))
+        print(
+            line(
+                "runs/s, this tree / base (target >= 1.4x)",
+                f"{ratio:8.2f} x  {'met' if ratio >= 1.4 else 'MISSED'}",
+            )
+        )
+        print(
+            line(
+                "warm p50, this tree - base (target <= +1.5 ms)",
+                f"{delta:+8.2f} ms  {'met' if delta <= 1.5 else 'MISSED'}",
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ from sandbox import Sandbox
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bank", default=str(ROOT / "questions"))
-    ap.add_argument("--cold-sample", type=int, default=0, help="cold-run only N questions and scale (0 = all)")
+    ap.add_argument(
+        "--cold-sample", type=int, default=0, help="cold-run only N questions and scale (0 = all)"
+    )
     args = ap.parse_args()
     bank = load_bank(args.bank)
     runnable = [q for q in bank.questions if not skip_reason(q.question, "cpu")]
@@ -43,10 +45,18 @@ def main() -> None:
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for q in sample:
-            subprocess.run([sys.executable, "-c", q.question.code], capture_output=True, cwd=tmp, timeout=120, check=False)
+            subprocess.run(
+                [sys.executable, "-c", q.question.code],
+                capture_output=True,
+                cwd=tmp,
+                timeout=120,
+                check=False,
+            )
     cold_s = (time.perf_counter() - t) * len(runnable) / len(sample)
 
-    print(f"{len(runnable)} runnable questions ({len(bank.questions)} in the bank); {len(failed)} failed")
+    print(
+        f"{len(runnable)} runnable questions ({len(bank.questions)} in the bank); {len(failed)} failed"
+    )
     print(line("warm pool, --jobs 2 (runs only)", f"{warm_runs_s:8.2f} s"))
     print(line("warm pool, --jobs 2 (incl. pool start)", f"{warm_total_s:8.2f} s"))
     scaled = f" (measured {len(sample)}, scaled)" if len(sample) != len(runnable) else ""

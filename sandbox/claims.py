@@ -100,13 +100,22 @@ def _honest_message(status: str, message: str, exception: ExceptionInfo | None) 
     if HONEST_MESSAGES[status].fullmatch(message):
         return message
     if status == "error":
-        return RAISED.format(type=exception.type, where="") if exception else "The snippet ended with an error."
-    return {"memory": "The snippet ran out of its memory allowance.", "unavailable": NEEDS_CUDA.format(subject="This snippet")}.get(status, "")
+        return (
+            RAISED.format(type=exception.type, where="")
+            if exception
+            else "The snippet ended with an error."
+        )
+    return {
+        "memory": "The snippet ran out of its memory allowance.",
+        "unavailable": NEEDS_CUDA.format(subject="This snippet"),
+    }.get(status, "")
 
 
 def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
     """The report's fields, bounded; raises `Malformed` for a report no honest runner writes."""
-    if report.get("type") == "crash":  # the runner's own failure: "sandbox runner failed: <exception>"
+    if (
+        report.get("type") == "crash"
+    ):  # the runner's own failure: "sandbox runner failed: <exception>"
         said = _text(report.get("message", ""), 4096)
         return Claim("killed", said if said.startswith(CRASH_PREFIX) else CRASH_PREFIX.rstrip(": "))
     status = report.get("status")
@@ -182,7 +191,9 @@ def _record(required: dict[str, Check], optional: dict[str, Check] | None = None
     def check(v: Any) -> bool:
         if not isinstance(v, dict) or not required.keys() <= v.keys():
             return False
-        return all((required.get(k) or optional.get(k) or (lambda _: False))(x) for k, x in v.items())
+        return all(
+            (required.get(k) or optional.get(k) or (lambda _: False))(x) for k, x in v.items()
+        )
 
     return check
 
@@ -217,7 +228,13 @@ _HAZARD = _record(
     }
 )  # fmt: skip
 _ERROR = _record(
-    {"type": _str(200), "message": _str(_SHORT), "line": _LINE, "explanation": _opt(_str(_LONG)), "source": _opt(_str(_SHORT))}
+    {
+        "type": _str(200),
+        "message": _str(_SHORT),
+        "line": _LINE,
+        "explanation": _opt(_str(_LONG)),
+        "source": _opt(_str(_SHORT)),
+    }
 )
 _REPORT = _record(
     {"summary": _list(_str(4096), MAX_SENTENCES), "ops": _list(_OP, MAX_OPS),

@@ -85,7 +85,9 @@ _DICT_OF = BaseException.__dict__["__dict__"].__get__
 def _qualified(exc: BaseException) -> str:
     cls = type(exc)
     module = cls.__module__
-    return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+    return (
+        cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
+    )
 
 
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
@@ -103,17 +105,26 @@ def _snippet_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return [f for f in frames if f.filename == SNIPPET and f.name != STAND_IN]
 
 
-def _exception_text(exc: BaseException, limit: int, frames: list[traceback.FrameSummary] | None = None) -> str:
+def _exception_text(
+    exc: BaseException, limit: int, frames: list[traceback.FrameSummary] | None = None
+) -> str:
     """One exception as Python prints it, with only the snippet's frames (`frames`, when they were
     read already), and its notes (as Python prints a note that is not a string), within `limit`
     characters."""
     frames = _snippet_frames(exc) if frames is None else frames
-    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) if frames else ""
+    text = (
+        "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+        if frames
+        else ""
+    )
     message = _safe_str(exc)
     text += f"{_qualified(exc)}: {message}\n" if message else f"{_qualified(exc)}\n"
     notes = _DICT_OF(exc).get("__notes__")
     if type(notes) is list:
-        text += "".join(f"{note if type(note) is str else _safe_repr(note)}\n" for note in list.__getitem__(notes, slice(MAX_CHAINED)))
+        text += "".join(
+            f"{note if type(note) is str else _safe_repr(note)}\n"
+            for note in list.__getitem__(notes, slice(MAX_CHAINED))
+        )
     return clean(text, limit)
 
 
@@ -144,7 +155,13 @@ def _chain_text(exc: BaseException, frames: list[traceback.FrameSummary]) -> str
 def _undescribable(exc: BaseException) -> dict[str, Any]:
     """What is said of an exception that could not be described (its class fought being read)."""
     name = type(exc).__name__ if isinstance(type(exc).__name__, str) else "Exception"
-    return {"type": clean(name, 200), "message": "", "traceback": f"{clean(name, 200)}\n", "line": None, "source_line": None}
+    return {
+        "type": clean(name, 200),
+        "message": "",
+        "traceback": f"{clean(name, 200)}\n",
+        "line": None,
+        "source_line": None,
+    }
 
 
 def describe_exception(exc: BaseException, lines: list[str]) -> dict[str, Any]:
@@ -175,7 +192,9 @@ class WarningRecorder:
         if key in self._seen or len(self.items) >= MAX_WARNINGS:
             return
         self._seen.add(key)
-        self.items.append({"category": category.__name__, "message": clean(key[1], 2048), "line": where})
+        self.items.append(
+            {"category": category.__name__, "message": clean(key[1], 2048), "line": where}
+        )
 
 
 EXITED = "The snippet called sys.exit({code})."
@@ -193,9 +212,12 @@ def _honest(template: str, **parts: str) -> str:
 
 
 _EXITED = _honest(EXITED, code=".{0,300}")
-_RAISED = _honest(RAISED, type=r"[\w.<>]{1,200}", where=r"( on line \d{1,7})?") + "(" + "|".join(
-    re.escape(hint) for hint in (REFUSED, UNLISTED, NO_COMPILER)
-) + ")?"
+_RAISED = (
+    _honest(RAISED, type=r"[\w.<>]{1,200}", where=r"( on line \d{1,7})?")
+    + "("
+    + "|".join(re.escape(hint) for hint in (REFUSED, UNLISTED, NO_COMPILER))
+    + ")?"
+)
 HONEST_MESSAGES = {
     "ok": re.compile(f"({_EXITED})?", re.DOTALL),
     "error": re.compile(f"{_EXITED}|{_RAISED}", re.DOTALL),
@@ -232,7 +254,10 @@ def classify(exception: dict[str, Any] | None, exc: BaseException | None) -> tup
         said += REFUSED
     elif isinstance(exc, OSError) and exc.errno == errno.ENOSYS:
         said += UNLISTED
-    elif "CppCompileError" in (exception["type"] if exception else "") or "CppCompileError" in message:
+    elif (
+        "CppCompileError" in (exception["type"] if exception else "")
+        or "CppCompileError" in message
+    ):
         said += NO_COMPILER
     return "error", said
 
@@ -245,7 +270,9 @@ def _flush() -> None:
         pass
 
 
-def execute(code: str, *, explain: bool = False, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
+def execute(
+    code: str, *, explain: bool = False, namespace: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Execute `code` as `__main__` (in `namespace`, from `fresh_main.main_module`, made now if
     not given); returns the in-process part of a RunResult as a dict."""
     lines = code.splitlines()
@@ -272,7 +299,11 @@ def execute(code: str, *, explain: bool = False, namespace: dict[str, Any] | Non
     finally:
         _flush()
     try:
-        exception = describe_exception(error, lines) if error is not None and not isinstance(error, SystemExit) else None
+        exception = (
+            describe_exception(error, lines)
+            if error is not None and not isinstance(error, SystemExit)
+            else None
+        )
         status, message = classify(exception, error)
     except BaseException:  # noqa: BLE001 - an exception object that fights being read is still the snippet's error
         assert error is not None

@@ -52,7 +52,9 @@ Caller = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
 STAND_IN = "<the call made here>"
 """The name of `called_from`'s functions' code, by which a traceback's frames of theirs are known."""
-_CALL = (lambda func, args, kwargs: func(*args, **kwargs)).__code__.replace(co_name=STAND_IN)  # one line: see `called_from`
+_CALL = (lambda func, args, kwargs: func(*args, **kwargs)).__code__.replace(
+    co_name=STAND_IN
+)  # one line: see `called_from`
 _stand_ins: dict[tuple[int, int], tuple[Any, Caller]] = {}
 """By (id of the frame's code, its line): the code, kept so that its id is not another's, and its stand-in."""
 
@@ -72,15 +74,21 @@ def called_from(frame: FrameType) -> Caller:
     code = frame.f_code
     if frame.f_lineno is None:  # a code object without a line table: nothing to stand in for
         return plain_call
-    known = _stand_ins.get((id(code), frame.f_lineno))  # an id: hashing a code object hashes its contents
+    known = _stand_ins.get(
+        (id(code), frame.f_lineno)
+    )  # an id: hashing a code object hashes its contents
     if known is not None and known[0] is code:
         return known[1]
-    stand_in = FunctionType(_CALL.replace(co_filename=code.co_filename, co_firstlineno=frame.f_lineno), frame.f_globals)
+    stand_in = FunctionType(
+        _CALL.replace(co_filename=code.co_filename, co_firstlineno=frame.f_lineno), frame.f_globals
+    )
     _stand_ins[id(code), frame.f_lineno] = (code, stand_in)
     return stand_in
 
 
-_QUOTED_FRAME = re.compile(r'  File "(?P<file>[^"\n]*)", line \d+, in (?P<name>[^\n]*)\n(?:    [^\n]*\n){0,2}')
+_QUOTED_FRAME = re.compile(
+    r'  File "(?P<file>[^"\n]*)", line \d+, in (?P<name>[^\n]*)\n(?:    [^\n]*\n){0,2}'
+)
 """A frame as Python quotes it in a stack: its file line, then its source line (and carets)."""
 
 
@@ -95,4 +103,8 @@ def without_sandbox_frames(text: str) -> str:
 
 
 def _machinery(filename: str, name: str) -> bool:
-    return filename.startswith("<frozen runpy>") or name == STAND_IN or (not filename.startswith("<") and is_sandbox_file(filename))
+    return (
+        filename.startswith("<frozen runpy>")
+        or name == STAND_IN
+        or (not filename.startswith("<") and is_sandbox_file(filename))
+    )

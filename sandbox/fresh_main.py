@@ -41,7 +41,9 @@ def main_module() -> dict[str, Any]:
     )  # fmt: skip
     sys.modules["__main__"] = module
     sys.argv[:] = [SNIPPET]
-    sys.path.insert(0, os.getcwd())  # the script's folder comes first: modules the snippet writes there import
+    sys.path.insert(
+        0, os.getcwd()
+    )  # the script's folder comes first: modules the snippet writes there import
     atexit._clear()
     return namespace
 

@@ -73,9 +73,14 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None
+) -> None:
     enc = lambda s: s.encode() if s is not None else None
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+    _check(
+        _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+        f"mount {target}",
+    )
 
 
 def prctl(option: int, arg: int) -> None:
@@ -209,7 +214,13 @@ def no_core_dumps() -> None:
 
 
 def apply_rlimits(
-    *, cpu_s: int, file_bytes: int, open_files: int, processes: int, memory_bytes: int | None, vm_bytes: int
+    *,
+    cpu_s: int,
+    file_bytes: int,
+    open_files: int,
+    processes: int,
+    memory_bytes: int | None,
+    vm_bytes: int,
 ) -> None:
     """Lower this process's limits (an unprivileged process may lower, never raise, them)."""
 
@@ -262,7 +273,16 @@ def close_fds(keep: set[int]) -> None:
     Where the kernel has no close_range, by the listing."""
     low = 3
     for fd in [*sorted(k for k in keep if k >= low), 0xFFFFFFFF + 1]:  # the last gap: to the top
-        if fd > low and _libc.syscall(ctypes.c_long(_SYS_CLOSE_RANGE), ctypes.c_uint(low), ctypes.c_uint(fd - 1), ctypes.c_uint(0)) != 0:
+        if (
+            fd > low
+            and _libc.syscall(
+                ctypes.c_long(_SYS_CLOSE_RANGE),
+                ctypes.c_uint(low),
+                ctypes.c_uint(fd - 1),
+                ctypes.c_uint(0),
+            )
+            != 0
+        ):
             for open_fd in sorted(open_fds()):
                 if open_fd > 2 and open_fd not in keep:
                     try:

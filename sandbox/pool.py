@@ -112,7 +112,10 @@ class Sandbox:
         self._to_prepare = queue.Queue()  # each start's threads have their own
         for _ in range(self.workers + SPARE_RUNNERS):
             threading.Thread(
-                target=self._prepare_loop, args=(self._to_prepare,), name="sandbox-prepare", daemon=True
+                target=self._prepare_loop,
+                args=(self._to_prepare,),
+                name="sandbox-prepare",
+                daemon=True,
             ).start()
         # One runner more than workers: while both workers run, the next one is already being
         # prepared, so back-to-back runs wait less (and no core idles while a runner sets up).
@@ -171,7 +174,9 @@ class Sandbox:
                 self._ready.get_nowait().close()
         self._graveyard.put(None)
         for _ in range(self.workers + SPARE_RUNNERS):
-            self._to_prepare.put(None)  # not joined: one may still wait on a runner the zygote's stop ends
+            self._to_prepare.put(
+                None
+            )  # not joined: one may still wait on a runner the zygote's stop ends
         for thread in self._threads:
             thread.join(timeout=10)
         self._link.stop()
@@ -275,7 +280,9 @@ class Sandbox:
                 elif self._cgroups_work:
                     # Runners here have joined cgroups (memory, process and CPU caps): one that
                     # could not is refused rather than run without them (a host out of cgroups).
-                    raise SandboxError("a sandbox runner could not make its cgroup, so it would run without its caps")
+                    raise SandboxError(
+                        "a sandbox runner could not make its cgroup, so it would run without its caps"
+                    )
             elif msg["type"] == "ready":
                 slot.environment = msg["environment"]
                 break
@@ -290,12 +297,19 @@ class Sandbox:
     # ---- running ---------------------------------------------------------------------------
 
     def run(
-        self, code: str, limits: Limits | None = None, *, explain: bool = False, device: str | None = None
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        explain: bool = False,
+        device: str | None = None,
     ) -> RunResult:
         """Run `code` once in a fresh isolated process. `device="cuda"` on a CPU host: `unavailable`."""
         limits = limits or Limits()
         if self._link.process is None or self._closing.is_set():
-            raise SandboxError("the sandbox is not started: use `with Sandbox() as sb:` or call start()")
+            raise SandboxError(
+                "the sandbox is not started: use `with Sandbox() as sb:` or call start()"
+            )
         if device == "cuda" and self.environment.get("device_kind") != "cuda":
             return RunResult.needs_cuda(self.environment)
         with self._busy:

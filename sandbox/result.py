@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable"]
 
-STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "memory", "output_limit", "killed", "unavailable")
+STATUSES: tuple[str, ...] = (
+    "ok",
+    "error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "killed",
+    "unavailable",
+)
 
 TRANSIENT: frozenset[str] = frozenset({"timeout", "memory", "killed"})
 """How a run may end for a reason of the moment (a busy host, a neighbour's memory): the same
@@ -75,10 +83,18 @@ class RunResult:
     """Filled when the run was asked to explain itself (see sandbox.explain)."""
 
     @classmethod
-    def needs_cuda(cls, environment: Mapping[str, Any] | Environment, subject: str = "This snippet") -> RunResult:
+    def needs_cuda(
+        cls, environment: Mapping[str, Any] | Environment, subject: str = "This snippet"
+    ) -> RunResult:
         """The answer to CUDA code where there is no GPU: `unavailable`, said plainly, not run."""
-        env = environment if isinstance(environment, Environment) else Environment.from_dict(environment)
-        return cls(status="unavailable", message=NEEDS_CUDA.format(subject=subject), environment=env)
+        env = (
+            environment
+            if isinstance(environment, Environment)
+            else Environment.from_dict(environment)
+        )
+        return cls(
+            status="unavailable", message=NEEDS_CUDA.format(subject=subject), environment=env
+        )
 
     @property
     def ok(self) -> bool:

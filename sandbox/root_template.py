@@ -85,7 +85,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) -> RootTemplate | None:
+def build(
+    allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool
+) -> RootTemplate | None:
     """The template, or None where the host refuses a step. Called by the zygote before it serves."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -97,7 +99,9 @@ def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) ->
             os.close(go_w)
             unshare(CLONE_NEWNS)
             mount(None, "/", None, MS_REC | MS_PRIVATE)
-            done = filesystem.build_and_pivot(allowed, hide, uid=None, tmp_bytes=tmp_bytes, cuda=cuda)
+            done = filesystem.build_and_pivot(
+                allowed, hide, uid=None, tmp_bytes=tmp_bytes, cuda=cuda
+            )
             # Read-only filesystems too, not only read-only mounts: every run's copy shares them.
             mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
             mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | filesystem.MS_NOEXEC)
@@ -130,7 +134,9 @@ def build(allowed: list[str], hide: list[str], *, tmp_bytes: int, cuda: bool) ->
 
 def _kept_in_tmp(allowed: list[str]) -> tuple[str, ...]:
     resolved = {os.path.realpath(p) for p in allowed if os.path.exists(p)}
-    return tuple(filesystem.outermost({p for p in resolved if any(p.startswith(t + "/") for t in _OWN_TMP)}))
+    return tuple(
+        filesystem.outermost({p for p in resolved if any(p.startswith(t + "/") for t in _OWN_TMP)})
+    )
 
 
 def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
@@ -144,7 +150,9 @@ def enter(template: RootTemplate, *, uid: int, tmp_bytes: int) -> list[str]:
     except OSError as exc:
         raise NotIsolated(f"could not copy the runs' root template: {exc}") from exc
     try:
-        proc = filesystem.mount_proc("/proc", _PROC_FLAGS, pids_only=True)  # templates are made on CPU hosts only
+        proc = filesystem.mount_proc(
+            "/proc", _PROC_FLAGS, pids_only=True
+        )  # templates are made on CPU hosts only
         kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in template.kept_in_tmp}
         tmp = filesystem.tmp_options(tmp_bytes)
         for folder in _OWN_TMP:

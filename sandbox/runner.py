@@ -172,7 +172,9 @@ def _prepare(
     # Dies with the zygote (and so with the server): set again after the uid changes below.
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote ignores it; a fresh process does not
+    signal.signal(
+        signal.SIGINT, signal.default_int_handler
+    )  # the zygote ignores it; a fresh process does not
     protections = ["fresh-process", "setsid", "closed-fds", "clean-environment"]
     if config["pid_namespace"]:
         protections.append("pid-namespace")
@@ -203,10 +205,16 @@ def _prepare(
     if template is None and "mount-namespace" in protections:
         try:
             protections += filesystem.allow_listed_root(
-                config["keep"], config["hide"], uid=uid, tmp_bytes=config["tmp_bytes"], cuda=config["cuda"]
+                config["keep"],
+                config["hide"],
+                uid=uid,
+                tmp_bytes=config["tmp_bytes"],
+                cuda=config["cuda"],
             )
         except OSError:  # no new root here: the host's tree, read-only, with a deny-list covered
-            protections += filesystem.deny_listed(config["hide"], config["keep"], config["tmp_bytes"], cuda=config["cuda"])
+            protections += filesystem.deny_listed(
+                config["hide"], config["keep"], config["tmp_bytes"], cuda=config["cuda"]
+            )
     os.makedirs(WORKDIR, exist_ok=True)
     if os.geteuid() == 0:
         os.chown(WORKDIR, uid, uid)
@@ -269,7 +277,9 @@ def run_runner(
             os._exit(0)
         limits = request["limits"]
         if _compute_on(limits.get("torch_threads", 1)):
-            vm_bytes = isolation.current_vm_bytes()  # the threads' stacks are not the snippet's to pay for
+            vm_bytes = (
+                isolation.current_vm_bytes()
+            )  # the threads' stacks are not the snippet's to pay for
         isolation.apply_rlimits(
             cpu_s=limits["cpu_s"],
             file_bytes=limits["file_bytes"],
@@ -278,14 +288,17 @@ def run_runner(
             # per-run uid. The snippet's share comes on top of the threads the runner holds (one
             # on a CPU host; on a CUDA host the driver's too).
             processes=limits["processes"] + isolation.threads_held() - 1
-            if "unprivileged-uid" in env["protections"] else 1 << 20,
+            if "unprivileged-uid" in env["protections"]
+            else 1 << 20,
             memory_bytes=None if config["cuda"] else limits["memory_bytes"],
             vm_bytes=vm_bytes,
         )
         from sandbox.execute import execute
 
         started = time.perf_counter()
-        outcome = execute(request["code"], explain=request.get("explain", False), namespace=namespace)
+        outcome = execute(
+            request["code"], explain=request.get("explain", False), namespace=namespace
+        )
         outcome["duration_ms"] = (time.perf_counter() - started) * 1000
         outcome["type"] = "result"
         code = EXIT_CODES.get(outcome["status"], CRASH_EXIT)

@@ -14,7 +14,20 @@ from pathlib import Path
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 """The folder holding the `sandbox` package (the zygote starts there)."""
-_NEVER_HIDE = {"/", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/tmp", "/var"}
+_NEVER_HIDE = {
+    "/",
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/tmp",
+    "/var",
+}
 
 
 def default_hidden_paths() -> list[str]:

@@ -62,7 +62,9 @@ def recv_with_fds(sock: socket.socket, max_fds: int) -> tuple[dict[str, Any] | N
 class Reader:
     """Incremental decoder for a non-blocking reader: feed bytes, take whole messages."""
 
-    def __init__(self, max_containers: int | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self, max_containers: int | None = None, max_bytes: int = MAX_MESSAGE_BYTES
+    ) -> None:
         self.buffer = bytearray()
         self.max_bytes = max_bytes
         """A message whose header declares more is refused at once, before its body is read."""
@@ -82,7 +84,10 @@ class Reader:
                 break
             body = bytes(self.buffer[_HEADER.size : _HEADER.size + length])
             del self.buffer[: _HEADER.size + length]
-            if self.max_containers is not None and body.count(b"[") + body.count(b"{") > self.max_containers:
+            if (
+                self.max_containers is not None
+                and body.count(b"[") + body.count(b"{") > self.max_containers
+            ):
                 raise ValueError("message with too many lists and objects")
             out.append(json.loads(body))
         return out

@@ -89,7 +89,9 @@ def _use_filters(filters: list[Any]) -> None:
     import warnings
 
     warnings.filters[:] = filters  # type: ignore[index]  # a list; typeshed says Sequence
-    mutated = getattr(warnings, "_filters_mutated", None)  # every "once"/"default" record made before is stale
+    mutated = getattr(
+        warnings, "_filters_mutated", None
+    )  # every "once"/"default" record made before is stale
     if mutated is not None:
         mutated()
 
@@ -171,7 +173,12 @@ class Zygote:
     """The zygote's state: its control socket, and the report socket of each live runner."""
 
     def __init__(
-        self, control: socket.socket, config: dict[str, Any], cgroups: CgroupFactory, *, huge_pages: bool
+        self,
+        control: socket.socket,
+        config: dict[str, Any],
+        cgroups: CgroupFactory,
+        *,
+        huge_pages: bool,
     ) -> None:
         self.control = control
         self.huge_pages = huge_pages
@@ -247,7 +254,8 @@ class Zygote:
             # A uid of its own per run: its process cap counts only its own processes; it owns nothing.
             "uid": self.config["uid_base"] + (self.uid_offset + self.spawned) % 50000,
             "cgroup_name": f"ampquiz-run-{os.getpid()}-{self.spawned}-{os.urandom(4).hex()}",
-            "pid_namespace": self.own_pid_ns is not None and isolation.new_pid_namespace_for_next_child(),
+            "pid_namespace": self.own_pid_ns is not None
+            and isolation.new_pid_namespace_for_next_child(),
         }
         try:
             pid = os.fork()
@@ -290,7 +298,13 @@ class Zygote:
 
     def _close_in_child(self, out_r: int, err_r: int, *socks: socket.socket) -> None:
         signal.set_wakeup_fd(-1)
-        for fd in (self.wake_r, self.wake_w, out_r, err_r, *([self.own_pid_ns] if self.own_pid_ns is not None else [])):
+        for fd in (
+            self.wake_r,
+            self.wake_w,
+            out_r,
+            err_r,
+            *([self.own_pid_ns] if self.own_pid_ns is not None else []),
+        ):
             os.close(fd)
         for sock in (self.control, *socks, *self.live.values()):
             sock.close()
@@ -330,7 +344,9 @@ def main() -> None:
     if config["cuda"]:  # the runners start CUDA inside their own root: the driver must be in it
         hidden = [h.rstrip("/") + "/" for h in config["hide"]]
         shown = [d for d in gpu["driver_dirs"] if not any((d + "/").startswith(h) for h in hidden)]
-        config["keep"] = sorted({*config["keep"], *shown})  # never a hidden folder (a library there)
+        config["keep"] = sorted(
+            {*config["keep"], *shown}
+        )  # never a hidden folder (a library there)
     _use_filters(snippet_filters)
     seccomp.prepare()  # compiled once; each runner only loads it
     # Every runner's read-only root, built once (None where the host refuses: each runner then
@@ -338,8 +354,12 @@ def main() -> None:
     # process's writes after that fork split none of them. Not on a CUDA host (untested there):
     # the driver's device nodes can appear after start (/dev/nvidia-uvm, on first use), and a
     # runner that lists /dev itself still finds them.
-    config["root_template"] = None if config["cuda"] else root_template.build(
-        config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=False
+    config["root_template"] = (
+        None
+        if config["cuda"]
+        else root_template.build(
+            config["keep"], config["hide"], tmp_bytes=config["tmp_bytes"], cuda=False
+        )
     )
     # Every object so far (torch's ~280k) moves out of the collector's reach. Otherwise the first
     # full collection in a runner writes to each of them, copying the zygote's whole heap page by

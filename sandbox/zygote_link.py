@@ -97,7 +97,9 @@ class ZygoteLink:
                     f"the sandbox zygote did not start within {self.timeout_s:g} s "
                     "(it imports torch: is the host overloaded?); it was stopped"
                 )
-            return SandboxError("the sandbox zygote stopped answering while starting; it was stopped")
+            return SandboxError(
+                "the sandbox zygote stopped answering while starting; it was stopped"
+            )
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return SandboxError(f"the sandbox zygote {how} while starting (is torch importable?)")
 
@@ -119,7 +121,11 @@ class ZygoteLink:
                 os.close(fd)
             raise SandboxError(f"the sandbox zygote could not fork: {reply.get('message', reply)}")
         return Slot(
-            reply["pid"], socket.socket(fileno=fds[0]), fds[1], fds[2], socket.socket(fileno=fds[3]),
+            reply["pid"],
+            socket.socket(fileno=fds[0]),
+            fds[1],
+            fds[2],
+            socket.socket(fileno=fds[3]),
             pidfd=fds[4] if len(fds) == 5 else None,
         )
 

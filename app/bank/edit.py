@@ -46,7 +46,11 @@ def _dump(data: Any) -> str:
 
 def _block(text: str) -> Any:
     """Multi-line text as a `|` block, as authors write code and answers."""
-    return LiteralScalarString(text if text.endswith("\n") else text + "\n") if "\n" in text.rstrip("\n") else text
+    return (
+        LiteralScalarString(text if text.endswith("\n") else text + "\n")
+        if "\n" in text.rstrip("\n")
+        else text
+    )
 
 
 class NotASet(Exception):
@@ -66,11 +70,17 @@ def _load(text: str) -> tuple[Any, list[Any]]:
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise NotASet(f"The file's YAML does not read yet{where}: fix it, then try again.") from None
+        raise NotASet(
+            f"The file's YAML does not read yet{where}: fix it, then try again."
+        ) from None
     except (RecursionError, TypeError, ValueError):  # nested too deep, a list as a key
-        raise NotASet("The file's YAML does not read as a question set: fix it, then try again.") from None
+        raise NotASet(
+            "The file's YAML does not read as a question set: fix it, then try again."
+        ) from None
     if not isinstance(data, dict):
-        raise NotASet("The file is not a question set yet: it needs `title:`, `description:` and `questions:`.")
+        raise NotASet(
+            "The file is not a question set yet: it needs `title:`, `description:` and `questions:`."
+        )
     if data.get("questions") is None:
         data["questions"] = []
     if not isinstance(data["questions"], list):
@@ -91,7 +101,11 @@ def set_answer(text: str, question_id: str, output: str) -> str:
             if q.get("kind") != "multiple_choice":
                 q["answer"] = printed
                 return _dump(data)
-            right = [c for c in q.get("choices") or [] if isinstance(c, dict) and c.get("correct") is True]
+            right = [
+                c
+                for c in q.get("choices") or []
+                if isinstance(c, dict) and c.get("correct") is True
+            ]
             if isinstance(q.get("expect"), dict):
                 q["expect"]["stdout"] = printed
             elif len(right) == 1:
@@ -99,12 +113,16 @@ def set_answer(text: str, question_id: str, output: str) -> str:
                     right[0]["outcome"] = {}
                 right[0]["outcome"]["stdout"] = printed
             else:
-                raise ValueError(f"{question_id}: mark the one right choice (correct: true) first; its outcome takes the output")
+                raise ValueError(
+                    f"{question_id}: mark the one right choice (correct: true) first; its outcome takes the output"
+                )
             return _dump(data)
     raise KeyError(question_id)
 
 
-def add_choice(text: str, question_id: str, choice_text: str, why: str, outcome: dict[str, str] | None = None) -> str:
+def add_choice(
+    text: str, question_id: str, choice_text: str, why: str, outcome: dict[str, str] | None = None
+) -> str:
     """The set's YAML with a wrong choice appended to `question_id`'s choices (a distractor);
     KeyError when there is no such question, ValueError when it has no choices (`NotASet`, like
     every edit here, when the text is not a question set yet)."""
@@ -114,7 +132,9 @@ def add_choice(text: str, question_id: str, choice_text: str, why: str, outcome:
             if not isinstance(q.get("choices"), list):
                 raise ValueError(f"{question_id} has no choices")
             choice: dict[str, Any] = {"text": choice_text, "correct": False, "why": why}
-            if outcome:  # what its run showed, which the code as written must not do (checked by running)
+            if (
+                outcome
+            ):  # what its run showed, which the code as written must not do (checked by running)
                 choice["outcome"] = {key: _block(value) for key, value in outcome.items()}
             q["choices"].append(choice)
             return _dump(data)
@@ -138,7 +158,9 @@ def add_question(text: str, question_id: str, topic: str | None = None) -> str:
 def new_set(title: str) -> str:
     """A set file's start: its description is a placeholder the loader refuses (`Written`), so the
     file stays out of the bank, a draft, until its author says what the set asks about."""
-    return _dump({"title": title, "description": f"{title}{STARTER_DESCRIPTION_END}", "questions": []})
+    return _dump(
+        {"title": title, "description": f"{title}{STARTER_DESCRIPTION_END}", "questions": []}
+    )
 
 
 def code_of(text: str, question_id: str) -> tuple[str, str]:

@@ -34,7 +34,9 @@ class BankIndex:
     easiest on average first. In the bank's (file name) order, "Activation checkpointing", an
     advanced set, came first and the starter third (a newcomer's walk)."""
 
-    def neighbours(self, loaded: LoadedQuestion) -> tuple[LoadedSet | None, int, LoadedQuestion | None, LoadedQuestion | None]:
+    def neighbours(
+        self, loaded: LoadedQuestion
+    ) -> tuple[LoadedSet | None, int, LoadedQuestion | None, LoadedQuestion | None]:
         """(its set, its position, the previous question, the next one), for a question of this
         bank; (None, 0, None, None) for one that is not (a question previewed in the studio)."""
         found = self.place.get(loaded.id)
@@ -55,7 +57,11 @@ def index_of(bank: Bank) -> BankIndex:
     if cached is None:
         place = {q.id: (s, i) for s in bank.sets for i, q in enumerate(s.questions)}
         topics = Counter(q.question.topic for s in bank.sets for q in s.questions)
-        starter = min(bank.sets, key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions), default=None)
+        starter = min(
+            bank.sets,
+            key=lambda s: -sum(q.question.difficulty == 1 for q in s.questions),
+            default=None,
+        )
         cached = bank.__dict__["_index"] = BankIndex(
             sets={s.id: s for s in bank.sets},
             place=place,
@@ -64,7 +70,12 @@ def index_of(bank: Bank) -> BankIndex:
             count=len(place),
             versions={q.id: (q, q.fingerprint) for s in bank.sets for q in s.questions},
             starter=starter,
-            path=tuple(sorted(bank.sets, key=lambda s: (s is not starter, _mean_difficulty(s), s.model.title.lower()))),
+            path=tuple(
+                sorted(
+                    bank.sets,
+                    key=lambda s: (s is not starter, _mean_difficulty(s), s.model.title.lower()),
+                )
+            ),
         )
     return cached
 

@@ -68,11 +68,17 @@ def warnings(questions: Iterable[Located]) -> list[Problem]:
 
 
 _PRINTS = re.compile(r"\bprints?\b", re.IGNORECASE)
-_NO_ERROR = re.compile(r"\b(?:no (?:exception|error)s?\b|(?:runs?|works?|finish(?:es)?) (?:fine|without (?:an? )?(?:error|exception))|"
-                       r"it works\b|nothing (?:is )?raised|does not raise|doesn't raise|succeeds\b)", re.IGNORECASE)
+_NO_ERROR = re.compile(
+    r"\b(?:no (?:exception|error)s?\b|(?:runs?|works?|finish(?:es)?) (?:fine|without (?:an? )?(?:error|exception))|"
+    r"it works\b|nothing (?:is )?raised|does not raise|doesn't raise|succeeds\b)",
+    re.IGNORECASE,
+)
 """Words that say the code ends without an exception."""
 _RAISED = re.compile(r"(?<![\w.])(?:\w+\.)*(\w*(?:Error|Exception|Warning))(?!\w)")
-_NO_WARNING = re.compile(r"\bsilently\b|\bno warnings?\b|without (?:a |any )?warnings?\b|does(?: not|n't) warn", re.IGNORECASE)
+_NO_WARNING = re.compile(
+    r"\bsilently\b|\bno warnings?\b|without (?:a |any )?warnings?\b|does(?: not|n't) warn",
+    re.IGNORECASE,
+)
 """Words that say the code runs without a warning."""
 
 
@@ -112,7 +118,12 @@ def _words_against_outcomes(q: MultipleChoiceQuestion, right_only: bool = False)
             elif outcome.raises and not named and _PRINTS.search(choice.text):
                 said.append(f"choice {number}'s text says the code prints, but its outcome raises {outcome.raises}: "
                             "does the text say what the run does?")  # fmt: skip
-            elif named and not outcome.raises and not outcome.warns and not _PRINTS.search(choice.text):
+            elif (
+                named
+                and not outcome.raises
+                and not outcome.warns
+                and not _PRINTS.search(choice.text)
+            ):
                 said.append(f"choice {number}'s text names {', '.join(sorted(named))}, but its outcome raises "
                             "nothing: does the text say what the run does?")  # fmt: skip
             if outcome.warns and _NO_WARNING.search(choice.text):
@@ -129,7 +140,9 @@ _PROSE_SAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64":
 
 def _dtypes(text: str) -> set[str]:
     named = {SAME_DTYPE.get(name, name) for name in DTYPE_NAME.findall(text)}
-    return named | {_PROSE_SAME.get(name.lower(), name.lower()) for name in _PROSE_FLOATS.findall(text)}
+    return named | {
+        _PROSE_SAME.get(name.lower(), name.lower()) for name in _PROSE_FLOATS.findall(text)
+    }
 
 
 LONGEST_RIGHT = 1.5

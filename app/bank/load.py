@@ -88,7 +88,11 @@ def _describe(error: Mapping[str, Any], data: Any) -> str:
     who = ""
     if len(parts) >= 2 and parts[0] == "questions" and isinstance(parts[1], int):
         questions = data.get("questions") if isinstance(data, dict) else None
-        item = questions[parts[1]] if isinstance(questions, list) and parts[1] < len(questions) else None
+        item = (
+            questions[parts[1]]
+            if isinstance(questions, list) and parts[1] < len(questions)
+            else None
+        )
         qid = item.get("id") if isinstance(item, dict) else None
         if isinstance(qid, str):
             who, parts = f"[{qid}] ", parts[2:]
@@ -124,7 +128,9 @@ def load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, lis
     if parsed is None:
         return None, problems
     if not isinstance(parsed.data, dict):
-        return None, [Problem(shown, 1, 1, "expected a mapping with title, description and questions")]
+        return None, [
+            Problem(shown, 1, 1, "expected a mapping with title, description and questions")
+        ]
     try:
         model = QuestionSet.model_validate(parsed.data)
     except ValidationError as exc:
@@ -176,7 +182,9 @@ def load_bank(
         inner = duplicate_ids(loaded)
         bank.problems += inner
         if not inner:
-            candidates.append(((loaded.path not in served_before, _mtime_ns(path), loaded.path), loaded))
+            candidates.append(
+                ((loaded.path not in served_before, _mtime_ns(path), loaded.path), loaded)
+            )
     taken: dict[str, LoadedQuestion] = {}
     for _rank, loaded in sorted(candidates, key=lambda c: c[0]):
         clashes = [q for q in loaded.questions if q.id in taken]
@@ -201,7 +209,14 @@ def duplicate_ids(loaded: LoadedSet) -> list[Problem]:
     for i, q in enumerate(loaded.questions):
         if q.id in ids[:i]:
             first = loaded.questions[ids.index(q.id)]
-            problems.append(Problem(q.path, q.line, q.col, f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})"))
+            problems.append(
+                Problem(
+                    q.path,
+                    q.line,
+                    q.col,
+                    f"duplicate id {q.id!r} (first defined at {first.path}:{first.line})",
+                )
+            )
     return problems
 
 

@@ -64,7 +64,9 @@ def public_question(
     }
     if isinstance(q, MultipleChoiceQuestion):
         shown = order if order is not None else range(len(q.choices))
-        data["choices"] = [{"index": position, "text": q.choices[i].text} for position, i in enumerate(shown)]
+        data["choices"] = [
+            {"index": position, "text": q.choices[i].text} for position, i in enumerate(shown)
+        ]
         data["multiple"] = multiple_answers(q)
     if status is not None:
         data["status"] = status

@@ -40,7 +40,9 @@ def _written(text: str) -> str:
     home page as "New set: what this set asks about." (a newcomer's walk). Until they are
     replaced, the file is left out of the bank, as a draft."""
     if text.strip() == STARTER_EXPLANATION or text.strip().endswith(STARTER_DESCRIPTION_END):
-        raise ValueError("still the studio's starter text: write your own (until then the file stays out of the bank)")
+        raise ValueError(
+            "still the studio's starter text: write your own (until then the file stays out of the bank)"
+        )
     return text
 
 
@@ -75,7 +77,9 @@ def _torch_range(text: str) -> str:
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
-        raise ValueError(f"{text!r} is not a version range such as '>=2.12' or '>=2.4,<2.12'") from None
+        raise ValueError(
+            f"{text!r} is not a version range such as '>=2.12' or '>=2.4,<2.12'"
+        ) from None
     return text
 
 
@@ -87,7 +91,9 @@ def torch_in_range(torch_range: str | None, torch_version: str) -> bool:
     key states (no range: every version)."""
     if not torch_range or not torch_version:
         return True
-    return SpecifierSet(torch_range).contains(torch_version, prereleases=True)  # a local "+cu130" is ignored
+    return SpecifierSet(torch_range).contains(
+        torch_version, prereleases=True
+    )  # a local "+cu130" is ignored
 
 
 class Strict(BaseModel):
@@ -109,13 +115,25 @@ class Expect(Strict):
     stdout_contains: list[str] = Field(
         default_factory=list, description="Fragments the printed text must contain."
     )
-    warns: str | None = Field(None, description="Warning category the run must emit, e.g. FutureWarning.")
-    warning_message: str | None = Field(None, description="Fragment that warning's message must contain.")
+    warns: str | None = Field(
+        None, description="Warning category the run must emit, e.g. FutureWarning."
+    )
+    warning_message: str | None = Field(
+        None, description="Fragment that warning's message must contain."
+    )
 
     @model_validator(mode="after")
     def _says_something(self) -> Expect:
-        if not (self.raises or self.message or self.stdout is not None or self.stdout_contains or self.warns):
-            raise ValueError("expect must state at least one of raises, message, stdout, stdout_contains, warns")
+        if not (
+            self.raises
+            or self.message
+            or self.stdout is not None
+            or self.stdout_contains
+            or self.warns
+        ):
+            raise ValueError(
+                "expect must state at least one of raises, message, stdout, stdout_contains, warns"
+            )
         if self.message and not self.raises:
             raise ValueError("expect.message needs expect.raises (the exception type)")
         if self.warning_message and not self.warns:
@@ -123,7 +141,9 @@ class Expect(Strict):
         # An empty fragment is in every printed text: `stdout_contains: [""]` proved any key.
         if any(not fragment.strip() for fragment in self.stdout_contains) or any(
                 said is not None and not said.strip() for said in (self.message, self.warning_message)):  # fmt: skip
-            raise ValueError("an empty fragment is found in any run and proves nothing: say what the run shows")
+            raise ValueError(
+                "an empty fragment is found in any run and proves nothing: say what the run shows"
+            )
         return self
 
 
@@ -138,15 +158,18 @@ class Choice(Strict):
         "right choice's outcome must hold, a wrong choice's must not.",
     )
     device_outcome: dict[Device, Expect] = Field(
-        default_factory=dict, description="Per-device override of outcome, where the run differs by device "
-        "(not for the device the question asks about: that one is `outcome`)."
+        default_factory=dict,
+        description="Per-device override of outcome, where the run differs by device "
+        "(not for the device the question asks about: that one is `outcome`).",
     )
 
 
 class QuestionBase(Strict):
     id: Slug = Field(description="Unique across the whole bank; lowercase words joined by '-'.")
     title: str | None = Field(
-        None, max_length=80, description="Short heading for pages and lists; derived from the id when absent."
+        None,
+        max_length=80,
+        description="Short heading for pages and lists; derived from the id when absent.",
     )
     topic: Slug = Field(description="Topic slug, e.g. autocast-basics.")
     difficulty: int = Field(ge=1, le=3, description="1 (warm-up) to 3 (hard).")
@@ -174,7 +197,11 @@ class QuestionBase(Strict):
     def _asks_about_a_device_it_runs_on(self) -> QuestionBase:
         """`requires: cpu` with `device: cuda` (or the other way round) asks what the code does
         where it never runs: no run could prove the key, and it was graded on the author's word."""
-        if self.device is not None and self.requires in ("cpu", "cuda") and self.device != self.requires:
+        if (
+            self.device is not None
+            and self.requires in ("cpu", "cuda")
+            and self.device != self.requires
+        ):
             raise ValueError(f"device: {self.device} asks what the code does on {self.device.upper() if self.device == 'cuda' else 'the CPU'}, "
                              f"but requires: {self.requires} says it runs only there: make them agree (requires: any, if it runs on both)")  # fmt: skip
         return self
@@ -203,7 +230,7 @@ class MultipleChoiceQuestion(QuestionBase):
     shuffle: bool = Field(
         True,
         description="Show the choices in an order of each learner's own (stable per learner and "
-        "question). Set false where choices refer to each other (\"both of the above\").",
+        'question). Set false where choices refer to each other ("both of the above").',
     )
     expect: Expect | None = Field(
         None,
@@ -211,14 +238,17 @@ class MultipleChoiceQuestion(QuestionBase):
         "is then the expectation. Needed where several are.",
     )
     device_expect: dict[Device, Expect] = Field(
-        default_factory=dict, description="Per-device override of expect, where output differs by device."
+        default_factory=dict,
+        description="Per-device override of expect, where output differs by device.",
     )
 
     @model_validator(mode="after")
     def _checks(self) -> MultipleChoiceQuestion:
         right = [c for c in self.choices if c.correct]
         if not right:
-            raise ValueError("a multiple-choice question needs at least one choice with correct: true")
+            raise ValueError(
+                "a multiple-choice question needs at least one choice with correct: true"
+            )
         if not self.code:
             if self.expect is not None:
                 raise ValueError("expect without code: there is nothing to run")
@@ -236,10 +266,16 @@ class MultipleChoiceQuestion(QuestionBase):
         # An override for the device the question asks about would replace the very outcome that
         # is checked and graded there: a vacuous one ("stdout_contains: torch.") let any key pass.
         for number, choice in enumerate(self.choices, 1):
-            if self.asks_about in choice.device_outcome and choice.device_outcome[self.asks_about] != choice.outcome:
+            if (
+                self.asks_about in choice.device_outcome
+                and choice.device_outcome[self.asks_about] != choice.outcome
+            ):
                 raise ValueError(f"choice {number}: device_outcome.{self.asks_about} differs from its outcome, which is what "
                                  f"the run on {self.asks_about} (the device this question asks about) must show: say it once, as outcome")  # fmt: skip
-        if self.asks_about in self.device_expect and self.device_expect[self.asks_about] != self.expect:
+        if (
+            self.asks_about in self.device_expect
+            and self.device_expect[self.asks_about] != self.expect
+        ):
             raise ValueError(f"device_expect.{self.asks_about} differs from expect, which is what the run on "
                              f"{self.asks_about} (the device this question asks about) must show: say it once, as expect")  # fmt: skip
         if self.expect is None:
@@ -254,7 +290,9 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\
 (`float16`, `layer1`): with a loose tolerance, `float32` counted as `float16`."""
 
 
-DTYPE_NAME = re.compile(r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d*|long|short|bool|complex\d*|cfloat|cdouble)(?!\w)")
+DTYPE_NAME = re.compile(
+    r"(?<![\w.])(?:torch\.)?(b?float\d*|half|double|u?int\d*|long|short|bool|complex\d*|cfloat|cdouble)(?!\w)"
+)
 """A dtype named in printed text or prose: `torch.float16`, `bfloat16`, `half`."""
 SAME_DTYPE = {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32",
               "short": "int16", "cfloat": "complex64", "cdouble": "complex128"}  # fmt: skip
@@ -289,8 +327,9 @@ class PredictOutputQuestion(QuestionBase):
         "around them must match); for values no one could derive to the last digit.",
     )
     device_answers: dict[Device, str] = Field(
-        default_factory=dict, description="What the code prints on another device than the one asked about, "
-        "where that differs (the device asked about has `answer`)."
+        default_factory=dict,
+        description="What the code prints on another device than the one asked about, "
+        "where that differs (the device asked about has `answer`).",
     )
 
     @field_validator("answer")
@@ -333,7 +372,9 @@ class PredictOutputQuestion(QuestionBase):
             # "1.0 1.0" (both misconceptions) counted as right.
             for a in numbers:
                 for b in numbers:
-                    if float(a) != float(b) and math.isclose(float(a), float(b), rel_tol=rel, abs_tol=absolute):
+                    if float(a) != float(b) and math.isclose(
+                        float(a), float(b), rel_tol=rel, abs_tol=absolute
+                    ):
                         raise ValueError(f"tolerance: it would count the printed {a} as the printed {b}, so an answer that "
                                          "mixes them up would be right; make it tighter than their difference")  # fmt: skip
         return self

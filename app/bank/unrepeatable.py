@@ -17,14 +17,33 @@ from __future__ import annotations
 
 import ast
 
-_ADDRESSES = {"id": "an object's address changes with each Python process",
-              "hash": "a string's hash changes with each Python process"}
-_CLOCKS = {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time"}
+_ADDRESSES = {
+    "id": "an object's address changes with each Python process",
+    "hash": "a string's hash changes with each Python process",
+}
+_CLOCKS = {
+    "time",
+    "time_ns",
+    "perf_counter",
+    "perf_counter_ns",
+    "monotonic",
+    "monotonic_ns",
+    "process_time",
+}
 _SHOWN = {"print", "str", "repr", "list", "tuple", "enumerate", "iter", "next"}
 _OS_RANDOMNESS = {"os.urandom", "os.getrandom", "uuid.uuid1", "uuid.uuid4", "random.SystemRandom"}
 _TORCH_DRAWS = {"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "poisson",
                 "rand_like", "randn_like", "randint_like"}  # fmt: skip
-_TORCH_DRAWS_IN_PLACE = {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
+_TORCH_DRAWS_IN_PLACE = {
+    "uniform_",
+    "normal_",
+    "random_",
+    "bernoulli_",
+    "exponential_",
+    "geometric_",
+    "log_normal_",
+    "cauchy_",
+}
 _VALUE_READS = {"item", "tolist"}
 _UNINITIALISED = {"torch.empty", "torch.empty_like", "torch.empty_strided"}
 """Tensors whose values are whatever memory held: warned about where the code prints anything."""
@@ -44,12 +63,21 @@ def unrepeatable(code: str) -> list[str]:
     sets = _set_names(nodes)
     for node, full in calls:
         said.update(dict.fromkeys(_call(node, full, seeded, sets)))
-    if any(isinstance(node, (ast.For, ast.comprehension)) and _is_set(node.iter, sets) for node in nodes):
+    if any(
+        isinstance(node, (ast.For, ast.comprehension)) and _is_set(node.iter, sets)
+        for node in nodes
+    ):
         said["walks a set: the order of a set of strings changes with each Python process"] = None
     if _prints_uninitialised(nodes, calls):
-        said["prints a tensor made by torch.empty: its values are whatever memory held, another in every process"] = None
-    if "torch" not in seeded and (_draws_from_torch(calls) and _reads_a_value(nodes) or _prints_a_draw(calls)):
-        said["reads a value drawn from torch's generator without torch.manual_seed(): a learner's run draws another"] = None
+        said[
+            "prints a tensor made by torch.empty: its values are whatever memory held, another in every process"
+        ] = None
+    if "torch" not in seeded and (
+        _draws_from_torch(calls) and _reads_a_value(nodes) or _prints_a_draw(calls)
+    ):
+        said[
+            "reads a value drawn from torch's generator without torch.manual_seed(): a learner's run draws another"
+        ] = None
     return list(said)
 
 
@@ -71,7 +99,12 @@ def _prints_uninitialised(nodes: list[ast.AST], calls: list[tuple[ast.Call, str]
     made = {id(node) for node, full in calls if full in _UNINITIALISED}
     empties = {target.id for node in nodes if isinstance(node, ast.Assign) and id(node.value) in made
                for target in node.targets if isinstance(target, ast.Name)}  # fmt: skip
-    filled = {kw.value.id for node, _ in calls for kw in node.keywords if kw.arg == "out" and isinstance(kw.value, ast.Name)}
+    filled = {
+        kw.value.id
+        for node, _ in calls
+        for kw in node.keywords
+        if kw.arg == "out" and isinstance(kw.value, ast.Name)
+    }
     filled |= {node.func.value.id for node, _ in calls if isinstance(node.func, ast.Attribute)
                and node.func.attr.endswith("_") and isinstance(node.func.value, ast.Name)}  # fmt: skip
     for node, full in calls:
@@ -90,7 +123,11 @@ def _set_names(nodes: list[ast.AST]) -> set[str]:
 
 def _is_draw(full: str) -> bool:
     owner, _, name = full.rpartition(".")
-    return (owner in ("torch", "torch.random") and name in _TORCH_DRAWS) or name in _TORCH_DRAWS_IN_PLACE or "dropout" in name
+    return (
+        (owner in ("torch", "torch.random") and name in _TORCH_DRAWS)
+        or name in _TORCH_DRAWS_IN_PLACE
+        or "dropout" in name
+    )
 
 
 def _draws_from_torch(calls: list[tuple[ast.Call, str]]) -> bool:
@@ -101,14 +138,19 @@ def _prints_a_draw(calls: list[tuple[ast.Call, str]]) -> bool:
     """A draw's values passed to print itself: `print(F.dropout(torch.ones(1), p=0.5))` is a coin
     flip two runs agree on half the time (a review's plant passed `verify` 4 times in 8)."""
     draws = {id(node) for node, full in calls if _is_draw(full)}
-    return any(full.rpartition(".")[2] in _SHOWN and any(id(arg) in draws for arg in node.args) for node, full in calls)
+    return any(
+        full.rpartition(".")[2] in _SHOWN and any(id(arg) in draws for arg in node.args)
+        for node, full in calls
+    )
 
 
 def _reads_a_value(nodes: list[ast.AST]) -> bool:
     """Whether the code takes a value out of a tensor to print or decide on: `.item()`,
     `.tolist()`, `int(...)`/`float(...)`/`bool(...)`, or a comparison."""
     for node in nodes:
-        if isinstance(node, ast.Compare) and not any(_is_metadata(side) for side in (node.left, *node.comparators)):
+        if isinstance(node, ast.Compare) and not any(
+            _is_metadata(side) for side in (node.left, *node.comparators)
+        ):
             return True
         if isinstance(node, ast.Call):
             func = node.func
@@ -126,7 +168,9 @@ def _imported_names(nodes: list[ast.AST]) -> dict[str, str]:
     for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                names[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -161,18 +205,34 @@ def _call(node: ast.Call, full: str, seeded: set[str], sets: set[str]) -> list[s
     if name == "data_ptr":
         out.append("calls data_ptr(): a tensor's address changes with each Python process")
     if name == "getpid":
-        out.append("calls getpid(): a run here always has pid 1, a Python process of the learner's never")
-    if (owner == "time" and name in _CLOCKS) or (name in ("now", "utcnow", "today") and "date" in owner):
+        out.append(
+            "calls getpid(): a run here always has pid 1, a Python process of the learner's never"
+        )
+    if (owner == "time" and name in _CLOCKS) or (
+        name in ("now", "utcnow", "today") and "date" in owner
+    ):
         out.append("reads the clock")
-    if owner == "random" and name not in ("seed", "Random", "SystemRandom", "getstate", "setstate") and "random" not in seeded:
+    if (
+        owner == "random"
+        and name not in ("seed", "Random", "SystemRandom", "getstate", "setstate")
+        and "random" not in seeded
+    ):
         out.append("draws from Python's random module without random.seed()")
-    if owner in ("np.random", "numpy.random") and name not in ("seed", "default_rng") and "numpy" not in seeded:
+    if (
+        owner in ("np.random", "numpy.random")
+        and name not in ("seed", "default_rng")
+        and "numpy" not in seeded
+    ):
         out.append("draws from NumPy's global generator without numpy.random.seed()")
     if name == "default_rng" and not node.args and not node.keywords:
         out.append("makes a NumPy generator with no seed")
-    shown = [a.value if isinstance(a, ast.Starred) else a for a in node.args]  # print(*{...}) walks it too
+    shown = [
+        a.value if isinstance(a, ast.Starred) else a for a in node.args
+    ]  # print(*{...}) walks it too
     if (name in _SHOWN or name == "join") and any(_is_set(a, sets) for a in shown):
-        out.append("prints or walks a set: the order of a set of strings changes with each Python process")
+        out.append(
+            "prints or walks a set: the order of a set of strings changes with each Python process"
+        )
     return out
 
 
@@ -182,7 +242,11 @@ def _is_set(node: ast.expr, sets: set[str] = frozenset()) -> bool:  # type: igno
         return True
     if isinstance(node, ast.Name):
         return node.id in sets
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("set", "frozenset")
+    )
 
 
 def _seeds(calls: list[tuple[ast.Call, str]], module: str) -> bool:
@@ -191,9 +255,15 @@ def _seeds(calls: list[tuple[ast.Call, str]], module: str) -> bool:
     for node, full in calls:
         owner, _, name = full.rpartition(".")
         given = [*node.args, *(k.value for k in node.keywords)]
-        with_value = bool(given) and not (isinstance(given[0], ast.Constant) and given[0].value is None)
+        with_value = bool(given) and not (
+            isinstance(given[0], ast.Constant) and given[0].value is None
+        )
         if module == "torch" and with_value and name == "manual_seed" and owner.startswith("torch"):
             return True
-        if name == "seed" and with_value and (owner == module or (module == "numpy" and owner in ("np.random", "numpy.random"))):
+        if (
+            name == "seed"
+            and with_value
+            and (owner == module or (module == "numpy" and owner in ("np.random", "numpy.random")))
+        ):
             return True
     return False

@@ -69,7 +69,9 @@ class Checked:
         would lose its questions) or it is no draft (it loads, but takes ids it must not)."""
         if self.loaded is not None or not (self.served or self.loads_alone):
             return None
-        why = " (learners are served this file, and would lose its questions)" if self.served else ""
+        why = (
+            " (learners are served this file, and would lose its questions)" if self.served else ""
+        )
         return f"The file does not lint; nothing was saved{why}."
 
     @property
@@ -89,7 +91,9 @@ class Workspace:
         """A question-set file of the bank by name; never a path outside the bank folder. With
         `new`, one that need not exist yet."""
         if not FILE_NAME.match(name):
-            raise WorkspaceError("A set's file name is lowercase words joined by '-', ending in .yaml.")
+            raise WorkspaceError(
+                "A set's file name is lowercase words joined by '-', ending in .yaml."
+            )
         path = self.folder / name
         if not new and path not in question_files(self.folder):
             raise NoSuchFile(f"The bank has no file {name!r}.")
@@ -98,13 +102,17 @@ class Workspace:
     def read(self, name: str) -> str:
         return self.path(name).read_text(encoding="utf-8")
 
-    def parse(self, name: str, text: str, bank: Bank | None = None) -> tuple[LoadedSet | None, list[Problem]]:
+    def parse(
+        self, name: str, text: str, bank: Bank | None = None
+    ) -> tuple[LoadedSet | None, list[Problem]]:
         """The file's text as the loader reads it, and its problems. With `bank`, as the bank would
         take it: also an id used twice in the file or already served by another file."""
         loaded, problems, _ = self._parse(name, text, bank)
         return loaded, problems
 
-    def _parse(self, name: str, text: str, bank: Bank | None) -> tuple[LoadedSet | None, list[Problem], bool]:
+    def _parse(
+        self, name: str, text: str, bank: Bank | None
+    ) -> tuple[LoadedSet | None, list[Problem], bool]:
         if len(text.encode("utf-8", "surrogatepass")) > SET_FILE_BYTES:
             raise WorkspaceError(f"That file is over {SET_FILE_BYTES // 1024} KiB.")
         loaded, problems = load_text(text, Path(name).stem, name)
@@ -130,7 +138,9 @@ class Workspace:
         if path.exists():
             raise WorkspaceError(f"{name} exists already: open it instead.")
         stem = Path(name).stem[:74]
-        write_atomically(path, edit.add_question(edit.new_set(title or "New set"), stem + "-first", topic=stem))
+        write_atomically(
+            path, edit.add_question(edit.new_set(title or "New set"), stem + "-first", topic=stem)
+        )
         return path
 
     def save(self, checked: Checked) -> None:

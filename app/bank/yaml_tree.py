@@ -24,7 +24,9 @@ class ParsedYaml:
         self.node = node
         self.data = data
 
-    def locate(self, loc: Iterable[Any], *, key: bool = False, skip: Collection[Any] = ()) -> tuple[int, int]:
+    def locate(
+        self, loc: Iterable[Any], *, key: bool = False, skip: Collection[Any] = ()
+    ) -> tuple[int, int]:
         """Line and column (1-based) of the node at a pydantic error location.
 
         Walks as deep as the location exists in the file: for a missing field that is the mapping
@@ -42,7 +44,11 @@ class ParsedYaml:
                     break
                 target = pair[0] if key else pair[1]
                 node = pair[1]
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and part < len(node.value)
+            ):
                 node = target = node.value[part]
             else:
                 break
@@ -191,7 +197,12 @@ def _syntax_problem(exc: yaml.MarkedYAMLError, text: str, path: str) -> Problem:
         hint = "the quote that opens here is never closed"
     elif "cannot start any token" in problem:
         hint = "a value that starts with ` or @ must be in quotes"
-    elif context and exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+    elif (
+        context
+        and exc.context_mark
+        and exc.problem_mark
+        and exc.context_mark.line != exc.problem_mark.line
+    ):
         context += f" (opened at line {exc.context_mark.line + 1})"  # where the author must look
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     what = " ".join(filter(None, [context, problem]))
@@ -203,11 +214,20 @@ def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
     try:
         loader = _Loader(text)
     except UnicodeEncodeError as exc:  # a lone surrogate: only text typed in the studio has one
-        return None, [Problem(path, 1, 1, f"the text has a character that is not Unicode text at position {exc.start}")]
+        return None, [
+            Problem(
+                path,
+                1,
+                1,
+                f"the text has a character that is not Unicode text at position {exc.start}",
+            )
+        ]
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, [Problem(path, 1, 1, "file is empty: expected title, description and questions")]
+            return None, [
+                Problem(path, 1, 1, "file is empty: expected title, description and questions")
+            ]
         walk = _Walk(loader, path)
         try:
             data = walk.node(node)
@@ -218,7 +238,11 @@ def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
         if walk.problems:
             return None, walk.problems
         if walk.unusual:  # PyYAML's constructor builds it all, and raises its own errors
-            loader.constructed_objects, loader.recursive_objects, loader.state_generators = {}, {}, []
+            loader.constructed_objects, loader.recursive_objects, loader.state_generators = (
+                {},
+                {},
+                [],
+            )
             data = loader.construct_document(node)
         return ParsedYaml(node, data), []
     except yaml.MarkedYAMLError as exc:

@@ -25,12 +25,30 @@ from app.cli import (
     workers,
 )
 
-COMMANDS = (lint, schema, export, run, verify, status, serve, worker, workers, instructor, interview, mutate, docs, db)
+COMMANDS = (
+    lint,
+    schema,
+    export,
+    run,
+    verify,
+    status,
+    serve,
+    worker,
+    workers,
+    instructor,
+    interview,
+    mutate,
+    docs,
+    db,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ampquiz", description="ampquiz command line: " + ", ".join(
-        c.__name__.rsplit(".", 1)[1] for c in COMMANDS))
+    parser = argparse.ArgumentParser(
+        prog="ampquiz",
+        description="ampquiz command line: "
+        + ", ".join(c.__name__.rsplit(".", 1)[1] for c in COMMANDS),
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

@@ -22,7 +22,9 @@ def load_clean_bank(path: Path) -> Bank | None:
         return bank
     for problem in sorted(bank.problems):
         print(problem, file=sys.stderr)
-    print(f"{len(bank.problems)} errors in the bank: fix them first (ampquiz lint)", file=sys.stderr)
+    print(
+        f"{len(bank.problems)} errors in the bank: fix them first (ampquiz lint)", file=sys.stderr
+    )
     return None
 
 

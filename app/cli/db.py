@@ -134,7 +134,9 @@ def _revision(args: argparse.Namespace) -> int:
     assert script is not None and not isinstance(script, list)
     print(script.path)
     if not any(found):
-        print("(the models say nothing new: an empty revision, to fill in by hand)", file=sys.stderr)
+        print(
+            "(the models say nothing new: an empty revision, to fill in by hand)", file=sys.stderr
+        )
     return 0
 
 
@@ -142,11 +144,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("db", help="the database's schema: upgrade, current, history, revision",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     actions = p.add_subparsers(dest="action", required=True)
-    actions.add_parser("upgrade", help="bring the database (AMPQUIZ_DATABASE_URL) to this ampquiz's schema").set_defaults(func=_upgrade)
-    current = actions.add_parser("current", help="the database's revision, and whether it is this ampquiz's")
-    current.add_argument("--check", action="store_true", help="exit status 1 unless the database is up to date")
+    actions.add_parser(
+        "upgrade", help="bring the database (AMPQUIZ_DATABASE_URL) to this ampquiz's schema"
+    ).set_defaults(func=_upgrade)
+    current = actions.add_parser(
+        "current", help="the database's revision, and whether it is this ampquiz's"
+    )
+    current.add_argument(
+        "--check", action="store_true", help="exit status 1 unless the database is up to date"
+    )
     current.set_defaults(func=_current)
     actions.add_parser("history", help="the revisions, newest first").set_defaults(func=_history)
-    revision = actions.add_parser("revision", help="(developers) write a new revision from the models' changes")
+    revision = actions.add_parser(
+        "revision", help="(developers) write a new revision from the models' changes"
+    )
     revision.add_argument("-m", "--message", required=True, help="what it changes, a line")
     revision.set_defaults(func=_revision)

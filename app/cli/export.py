@@ -27,7 +27,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
         return 1
     bank, left_out = without_contradicted_keys(bank)
     for line in left_out:
-        print(f"left out, as the server holds its key back (fix it; for a record, then `ampquiz verify --record`): {line}", file=sys.stderr)
+        print(
+            f"left out, as the server holds its key back (fix it; for a record, then `ampquiz verify --record`): {line}",
+            file=sys.stderr,
+        )
     data = fmt.write(bank, None)
     if args.output is None:
         assert isinstance(data, str)

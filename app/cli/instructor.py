@@ -41,7 +41,10 @@ def _cmd(args: argparse.Namespace) -> int:
             print(f"{args.name} is already an instructor; a new sign-in link:", file=sys.stderr)
         token = instructors.new_link(store, args.name)
     except KeyError:
-        print(f"ampquiz instructor: there is no instructor {args.name!r} (add one first)", file=sys.stderr)
+        print(
+            f"ampquiz instructor: there is no instructor {args.name!r} (add one first)",
+            file=sys.stderr,
+        )
         return 1
     except ValueError as exc:
         print(f"ampquiz instructor: {exc}", file=sys.stderr)
@@ -57,5 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("instructor", help="who may use the studio: add, link, list, remove")
     p.add_argument("action", choices=["add", "link", "list", "remove"])
     p.add_argument("name", nargs="?", help="the instructor's name")
-    p.add_argument("--url", default=None, help="the server's address for the link (default: AMPQUIZ_HOST:AMPQUIZ_PORT)")
+    p.add_argument(
+        "--url",
+        default=None,
+        help="the server's address for the link (default: AMPQUIZ_HOST:AMPQUIZ_PORT)",
+    )
     p.set_defaults(func=_cmd)

@@ -84,7 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="new: a time limit (the candidate may extend it by half)",
     )
-    p.add_argument("--by", default="the command line", help="new: who made it (shown in the report; default: the command line)")
+    p.add_argument(
+        "--by",
+        default="the command line",
+        help="new: who made it (shown in the report; default: the command line)",
+    )
     p.add_argument(
         "--url",
         default=None,

@@ -16,7 +16,9 @@ def _cmd_lint(args: argparse.Namespace) -> int:
     for problem in sorted([*bank.problems, *bank.warnings]):
         print(problem)
     n_e, n_w = len(bank.problems), len(bank.warnings)
-    counts = f"{n_e} error{'s' if n_e != 1 else ''}" + (f", {n_w} warning{'s' if n_w != 1 else ''}" if n_w else "")
+    counts = f"{n_e} error{'s' if n_e != 1 else ''}" + (
+        f", {n_w} warning{'s' if n_w != 1 else ''}" if n_w else ""
+    )
     print(f"{len(bank.questions)} questions in {len(bank.sets)} sets, {counts}")
     return 1 if bank.problems else 0  # warnings never fail the lint
 

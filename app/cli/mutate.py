@@ -49,7 +49,10 @@ def _targets(args: argparse.Namespace) -> tuple[list[tuple[str, str, str | None]
                 continue
             loaded = bank.question(target)  # type: ignore[union-attr]
             if loaded is None or not loaded.question.code:
-                print(f"ampquiz mutate: {target!r} is neither a file nor a question with code in {args.bank}", file=sys.stderr)
+                print(
+                    f"ampquiz mutate: {target!r} is neither a file nor a question with code in {args.bank}",
+                    file=sys.stderr,
+                )
                 return 2
             questions.append(loaded)
     for loaded in questions:
@@ -80,18 +83,26 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
         return 2
     with Sandbox(workers=args.jobs) as sb:
         environment = dict(sb.environment)
-        device_kind = str(environment.get("device_kind"))  # CUDA code cannot run without one: say so, run the rest
+        device_kind = str(
+            environment.get("device_kind")
+        )  # CUDA code cannot run without one: say so, run the rest
         skipped = [t[0] for t in targets if not belongs_in(device_kind, t[2])]
         targets = [t for t in targets if t[0] not in skipped]
         ids = [i for i in ids if i not in skipped]
         for label in skipped:
             print(f"skip {label}: needs a CUDA GPU; this host has none", file=sys.stderr)
-        reports = run_mutants([Snippet(code, device) for _label, code, device in targets], sb, workers=args.jobs)
+        reports = run_mutants(
+            [Snippet(code, device) for _label, code, device in targets], sb, workers=args.jobs
+        )
     labels = [t[0] for t in targets]
     if args.record:
         entries = {qid: r.record_entry() for qid, r in zip(ids, reports, strict=True)}
         record = write_mutant_record(
-            args.bank, environment, entries, records=load_mutant_records(args.bank), partial=not args.all
+            args.bank,
+            environment,
+            entries,
+            records=load_mutant_records(args.bank),
+            partial=not args.all,
         )
         print(f"mutant record written: {record.path} ({len(entries)} questions)", file=sys.stderr)
     if args.as_choices:
@@ -108,10 +119,14 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
 
 def _print_json(labels: list[str], reports: list[MutationReport]) -> None:
     if len(reports) == 1:
-        print(json.dumps({"target": labels[0], **reports[0].to_dict()}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps({"target": labels[0], **reports[0].to_dict()}, indent=2, ensure_ascii=False)
+        )
         return
     body = {
-        "questions": [{"target": label, **r.to_dict()} for label, r in zip(labels, reports, strict=True)],
+        "questions": [
+            {"target": label, **r.to_dict()} for label, r in zip(labels, reports, strict=True)
+        ],
         "rules": _tally(reports),
     }
     print(json.dumps(body, indent=2, ensure_ascii=False))
@@ -122,10 +137,14 @@ def _print_report(label: str, report: MutationReport, describe: Any) -> None:
     print(f"== {label}: {len(report.mutants)} mutants, {visible} with a visible effect")
     print(f"original: {describe(report.original)}")
     if report.noisy_lines:
-        print(f"  (printed lines {', '.join(str(i + 1) for i in report.noisy_lines)} differ from run to run: not compared)")
+        print(
+            f"  (printed lines {', '.join(str(i + 1) for i in report.noisy_lines)} differ from run to run: not compared)"
+        )
     for m in report.mutants:
         effect = "changes the output" if m.visible_effect else "no visible effect"
-        print(f"\n[{m.mutant.rule.name}] what if you {m.mutant.rule.title.replace('`', '')}? ({effect})")
+        print(
+            f"\n[{m.mutant.rule.name}] what if you {m.mutant.rule.title.replace('`', '')}? ({effect})"
+        )
         print(textwrap.indent(m.mutant.diff, "  "))
         print(f"  → it {describe(m.run)}")
         summary = (m.run.explanation or {}).get("summary") or []
@@ -152,10 +171,14 @@ def _tally(reports: list[MutationReport]) -> dict[str, dict[str, int]]:
 
 
 def _print_tally(reports: list[MutationReport]) -> None:
-    print(f"{len(reports)} snippets; per rule (and variant), how many it applied to and how many changed the output:")
+    print(
+        f"{len(reports)} snippets; per rule (and variant), how many it applied to and how many changed the output:"
+    )
     for name, counts in _tally(reports).items():
         label = name if "@" not in name else "  " + name
-        print(f"  {label:<36} applied {counts['applied']:>3}  changed the output {counts['visible']:>3}")
+        print(
+            f"  {label:<36} applied {counts['applied']:>3}  changed the output {counts['visible']:>3}"
+        )
 
 
 def _check(bank_root: Path) -> int:
@@ -175,7 +198,10 @@ def _check(bank_root: Path) -> int:
     for record in records:
         problems = record_problems(bank, record)
         stale += bool(problems)
-        print(f"{record.path.name}: " + ("fresh" if not problems else f"stale, {len(problems)} questions"))
+        print(
+            f"{record.path.name}: "
+            + ("fresh" if not problems else f"stale, {len(problems)} questions")
+        )
         for line in problems:
             print(f"  {line}")
     if stale:
@@ -183,7 +209,9 @@ def _check(bank_root: Path) -> int:
     return 1 if stale else 0
 
 
-def _print_choices(labels: list[str], reports: list[MutationReport], environment: dict[str, Any]) -> None:
+def _print_choices(
+    labels: list[str], reports: list[MutationReport], environment: dict[str, Any]
+) -> None:
     import yaml
 
     from app.mutate.run import as_choices
@@ -191,20 +219,38 @@ def _print_choices(labels: list[str], reports: list[MutationReport], environment
     where = f"{environment.get('device_kind')} · torch {environment.get('torch_version')}"
     for label, report in zip(labels, reports, strict=True):
         choices = as_choices(report)
-        print(f"      # {label}: {len(choices)} distractors proved by running each mistake ({where})")
+        print(
+            f"      # {label}: {len(choices)} distractors proved by running each mistake ({where})"
+        )
         if choices:
             text = yaml.safe_dump(choices, sort_keys=False, allow_unicode=True, width=100)
             print(textwrap.indent(text, "      "), end="")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mutate", help="apply the classic AMP mistakes to a snippet and run each one")
-    p.add_argument("targets", nargs="*", metavar="ID|FILE", help="question ids of the bank, or Python files")
-    p.add_argument("--bank", type=Path, default=DEFAULT_BANK, help="the question bank (default questions/)")
+    p = sub.add_parser(
+        "mutate", help="apply the classic AMP mistakes to a snippet and run each one"
+    )
+    p.add_argument(
+        "targets", nargs="*", metavar="ID|FILE", help="question ids of the bank, or Python files"
+    )
+    p.add_argument(
+        "--bank", type=Path, default=DEFAULT_BANK, help="the question bank (default questions/)"
+    )
     p.add_argument("--all", action="store_true", help="every question of the bank that has code")
     p.add_argument("--json", action="store_true", help="print each original and mutant run as JSON")
-    p.add_argument("--as-choices", action="store_true", help="print distractors as YAML choices to paste")
-    p.add_argument("--record", action="store_true", help="keep the runs in questions/verified/mutants/ (bank questions only)")
-    p.add_argument("--check", action="store_true", help="only check that the mutant records match the bank and the rules (nothing runs)")
+    p.add_argument(
+        "--as-choices", action="store_true", help="print distractors as YAML choices to paste"
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="keep the runs in questions/verified/mutants/ (bank questions only)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that the mutant records match the bank and the rules (nothing runs)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     p.set_defaults(func=_cmd_mutate)

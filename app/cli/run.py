@@ -9,7 +9,15 @@ from pathlib import Path
 
 from sandbox import Limits, Sandbox
 
-EXIT_CODES = {"ok": 0, "error": 1, "timeout": 2, "memory": 2, "output_limit": 2, "killed": 2, "unavailable": 3}
+EXIT_CODES = {
+    "ok": 0,
+    "error": 1,
+    "timeout": 2,
+    "memory": 2,
+    "output_limit": 2,
+    "killed": 2,
+    "unavailable": 3,
+}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -28,7 +36,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from app.explain_text import format_explanation, lead_findings
 
         lead = lead_findings([w.__dict__ for w in result.warnings])
-        print(format_explanation(result.explanation, shutil.get_terminal_size((100, 24)).columns, lead))
+        print(
+            format_explanation(
+                result.explanation, shutil.get_terminal_size((100, 24)).columns, lead
+            )
+        )
         print("-" * 72)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
@@ -46,8 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a snippet in the sandbox")
     p.add_argument("file", help="a Python file, or - for standard input")
     p.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
-    p.add_argument("--explain", action="store_true", help="trace dtypes, GradScaler events and hazards")
+    p.add_argument(
+        "--explain", action="store_true", help="trace dtypes, GradScaler events and hazards"
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="require a device")
-    p.add_argument("--wall-s", type=float, default=10.0, help="wall-time limit in seconds (default 10)")
-    p.add_argument("--memory-mb", type=int, default=1024, help="memory allowance in MiB (default 1024)")
+    p.add_argument(
+        "--wall-s", type=float, default=10.0, help="wall-time limit in seconds (default 10)"
+    )
+    p.add_argument(
+        "--memory-mb", type=int, default=1024, help="memory allowance in MiB (default 1024)"
+    )
     p.set_defaults(func=_cmd_run)

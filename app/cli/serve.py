@@ -40,7 +40,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     if bank_note:
         print(f"ampquiz: {bank_note}", file=sys.stderr)
-        os.environ[Settings.env_name("bank")] = str(settings.bank)  # the web processes read it there
+        os.environ[Settings.env_name("bank")] = str(
+            settings.bank
+        )  # the web processes read it there
     processes = args.processes or default_processes()
     common = {
         "host": settings.host, "port": settings.port, "log_level": args.log_level,
@@ -54,7 +56,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         "proxy_headers": bool(settings.trusted_proxies), "forwarded_allow_ips": settings.trusted_proxies or None,
     }  # fmt: skip
     where = f"{processes} processes" if processes > 1 else "1 process"
-    banner = f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)"
+    banner = (
+        f"ampquiz: serving on http://{settings.host}:{settings.port}/ with {where} (Ctrl+C stops)"
+    )
     try:
         if processes > 1:
             return _serve_processes(settings, processes, common, banner)
@@ -147,9 +151,13 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
     try:
         if not settings.workers_url:
             # The pool starts while the web processes do; if it cannot, everything stops.
-            host = PoolHost.for_settings(settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGTERM)).start()
+            host = PoolHost.for_settings(
+                settings, on_failure=lambda _why: os.kill(os.getpid(), signal.SIGTERM)
+            ).start()
             os.environ[Settings.env_name("workers_url")] = host.url
-        os.environ[Settings.env_name("secret_key")] = settings.resolved_secret_key()  # made once, here
+        os.environ[Settings.env_name("secret_key")] = (
+            settings.resolved_secret_key()
+        )  # made once, here
         for name in ("host", "port"):  # flags given on the command line reach the processes too
             os.environ[Settings.env_name(name)] = str(getattr(settings, name))
         cpus = _startup_cpus() if host is not None else None
@@ -158,7 +166,9 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
         os.environ["_AMPQUIZ_SERVE_PID"] = str(os.getpid())  # each process goes when this one does
         os.environ[UVICORN_ENV] = json.dumps({**common, "workers": processes})
         os.environ[BANNER_ENV] = banner  # said there once the port is held
-        web = subprocess.Popen([sys.executable, "-m", "app.web.server.preload"], stdin=subprocess.PIPE)
+        web = subprocess.Popen(
+            [sys.executable, "-m", "app.web.server.preload"], stdin=subprocess.PIPE
+        )
         # The database's tables, made here while the web app is imported there; the web
         # processes are forked once this says the database is open (`preload.GO`).
         database = _database_problem(settings.database_url)
@@ -191,7 +201,10 @@ def _serve_processes(settings: object, processes: int, common: dict, banner: str
             print(f"ampquiz serve: {failure}", file=sys.stderr)
             return 1
     if code == STARTUP_FAILED:  # a web process said why (`app.web.server.process`)
-        print("ampquiz serve: stopped, as the web processes could not start (why is above)", file=sys.stderr)
+        print(
+            "ampquiz serve: stopped, as the web processes could not start (why is above)",
+            file=sys.stderr,
+        )
         return 1
     if code == NOT_LISTENING:  # uvicorn said why (a port in use, say)
         return _cannot_listen(settings.host, settings.port)

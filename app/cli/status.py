@@ -74,7 +74,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="what a running server serves, and which questions it holds back")
-    p.add_argument("--url", default=None, help="the server (default: http://AMPQUIZ_HOST:AMPQUIZ_PORT)")
+    p = sub.add_parser(
+        "status", help="what a running server serves, and which questions it holds back"
+    )
+    p.add_argument(
+        "--url", default=None, help="the server (default: http://AMPQUIZ_HOST:AMPQUIZ_PORT)"
+    )
     p.add_argument("--json", action="store_true", help="print the server's /healthz as JSON")
     p.set_defaults(func=_cmd_status)

@@ -30,7 +30,9 @@ class Progress:
                 width = 30
                 filled = width * self.done // self.total
                 mark = {"pass": "✓", "fail": "✗", "skip": "·"}[check.result]
-                sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {mark} {check.id[:40]:<40}")
+                sys.stderr.write(
+                    f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {mark} {check.id[:40]:<40}"
+                )
                 sys.stderr.flush()
 
     def finish(self) -> None:
@@ -46,7 +48,9 @@ def _show(args: argparse.Namespace, bank: Bank) -> int:
         print(f"no question with code has the id {args.show!r}", file=sys.stderr)
         return 2
     with Sandbox(workers=1) as sb:
-        run = sb.run(loaded.question.code, device="cuda" if loaded.question.requires == "cuda" else None)
+        run = sb.run(
+            loaded.question.code, device="cuda" if loaded.question.requires == "cuda" else None
+        )
     sys.stdout.write(run.stdout)
     if run.exception:
         print(f"# raises {run.exception.type}: {run.exception.message}", file=sys.stderr)
@@ -87,7 +91,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return _report(args, bank, checks, environment, records, stale_before)
 
 
-def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, records: list, stale_before: list[str]) -> int:
+def _verify_remote(
+    args: argparse.Namespace, bank: Bank, questions: list, records: list, stale_before: list[str]
+) -> int:
     """The bank on whatever workers are online, one record per environment (device kind)."""
     from app.runs.blocking import MixedWorkers, NoWorkerOnline, remote_pools
     from app.verify.check import verify_questions
@@ -101,9 +107,17 @@ def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, record
         with remote_pools(url) as pools:
             for pool in pools:
                 progress = Progress(len(questions), sys.stderr.isatty() and not args.json)
-                checks = verify_questions(questions, pool, jobs=max(args.jobs, pool.workers), on_done=progress.step)  # type: ignore[arg-type]
+                checks = verify_questions(
+                    questions,
+                    pool,  # type: ignore[arg-type]
+                    jobs=max(args.jobs, pool.workers),
+                    on_done=progress.step,
+                )
                 progress.finish()
-                worst = max(worst, _report(args, bank, checks, dict(pool.environment), records, stale_before))
+                worst = max(
+                    worst,
+                    _report(args, bank, checks, dict(pool.environment), records, stale_before),
+                )
     except (MixedWorkers, NoWorkerOnline) as exc:
         print(f"ampquiz verify --remote: {exc}", file=sys.stderr)
         return 2
@@ -111,14 +125,21 @@ def _verify_remote(args: argparse.Namespace, bank: Bank, questions: list, record
 
 
 def _report(
-    args: argparse.Namespace, bank: Bank, checks: list[KeyCheck], environment: dict, records: list, stale_before: list[str]
+    args: argparse.Namespace,
+    bank: Bank,
+    checks: list[KeyCheck],
+    environment: dict,
+    records: list,
+    stale_before: list[str],
 ) -> int:
     """Writes the record (with --record) and prints what one environment's checks found."""
     from app.verify.record import write_record
 
     counts = {k: sum(o.result == k for o in checks) for k in ("pass", "fail", "skip")}
     if args.record:
-        record = write_record(args.path, environment, checks, bank, records=records, partial=bool(args.only))
+        record = write_record(
+            args.path, environment, checks, bank, records=records, partial=bool(args.only)
+        )
         environment = record.environment
     if args.json:
         report = {
@@ -161,7 +182,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", metavar="ID", help="verify only these question ids")
     p.add_argument("--record", action="store_true", help="write the result to questions/verified/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--remote", action="store_true",
-                   help="run on the workers online at AMPQUIZ_WORKERS_URL (NATS): one record per device kind")
-    p.add_argument("--show", metavar="ID", help="print what a question's code prints, to paste as its answer")
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="run on the workers online at AMPQUIZ_WORKERS_URL (NATS): one record per device kind",
+    )
+    p.add_argument(
+        "--show", metavar="ID", help="print what a question's code prints, to paste as its answer"
+    )
     p.set_defaults(func=_cmd_verify)

@@ -30,13 +30,17 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     settings = remote_settings("worker", workers_url=args.url, sandbox_workers=args.slots)
     if settings is None:
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     from app.runs.worker import Worker
     from sandbox import Sandbox
 
     pool = Sandbox(workers=settings.sandbox_workers, allow_cuda=not args.cpu)
     with pool:
-        worker = Worker(pool, settings.workers_url, settings.workers_key, queue_limit=settings.run_queue + 64)
+        worker = Worker(
+            pool, settings.workers_url, settings.workers_key, queue_limit=settings.run_queue + 64
+        )
 
         async def main() -> None:
             loop = asyncio.get_running_loop()
@@ -55,8 +59,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("worker", help="run snippets for remote web servers (NATS), from this host's sandbox")
+    p = sub.add_parser(
+        "worker", help="run snippets for remote web servers (NATS), from this host's sandbox"
+    )
     p.add_argument("--url", default=None, help="NATS server (default: AMPQUIZ_WORKERS_URL)")
-    p.add_argument("--slots", type=int, default=None, help="runs at once (default: AMPQUIZ_SANDBOX_WORKERS or 2)")
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="runs at once (default: AMPQUIZ_SANDBOX_WORKERS or 2)",
+    )
     p.add_argument("--cpu", action="store_true", help="serve CPU runs even on a host with a GPU")
     p.set_defaults(func=_cmd_worker)

@@ -35,7 +35,14 @@ FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
         Format("moodle", to_moodle, False, ".xml", "application/xml", "Moodle XML"),
-        Format("gift", to_gift, False, ".txt", "text/plain; charset=utf-8", "GIFT (Moodle's text format)"),
+        Format(
+            "gift",
+            to_gift,
+            False,
+            ".txt",
+            "text/plain; charset=utf-8",
+            "GIFT (Moodle's text format)",
+        ),
         Format("qti", to_qti, True, ".zip", "application/zip", "QTI 2.1 content package"),
         Format("json", to_json, False, ".json", "application/json", "the normalised bank as JSON"),
     )

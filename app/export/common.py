@@ -39,7 +39,9 @@ def inline_html_of(markdown_text: str) -> str:
 
 def code_html(code: str) -> str:
     """A snippet as preformatted, escaped text."""
-    return f'<pre><code class="language-python">{html.escape(code.rstrip(), quote=False)}</code></pre>'
+    return (
+        f'<pre><code class="language-python">{html.escape(code.rstrip(), quote=False)}</code></pre>'
+    )
 
 
 def title(loaded: LoadedQuestion) -> str:

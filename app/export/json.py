@@ -13,7 +13,12 @@ from app.verify.proof_lines import committed_proof_lines
 def rows(bank: Bank, proof_line: ProofLine | None = None) -> list[dict]:
     proof_line = proof_line or committed_proof_lines()
     return [
-        {"set_id": q.set_id, "set_title": s.model.title, **q.question.model_dump(mode="json"), "proof": proof_line(q)}
+        {
+            "set_id": q.set_id,
+            "set_title": s.model.title,
+            **q.question.model_dump(mode="json"),
+            "proof": proof_line(q),
+        }
         for s in bank.sets
         for q in s.questions
     ]

@@ -67,7 +67,9 @@ def _question(loaded: LoadedQuestion, proof: str) -> ET.Element:
         for spelling in common.short_answers(q):
             answer = _text(element, "answer", shortanswer_text(spelling), fmt="moodle_auto_format")
             answer.set("fraction", "100")
-            _text(answer, "feedback", " ".join(filter(None, ["Right: that is what it prints.", note])))
+            _text(
+                answer, "feedback", " ".join(filter(None, ["Right: that is what it prints.", note]))
+            )
         fallback = _text(element, "answer", "*", fmt="moodle_auto_format")
         fallback.set("fraction", "0")
         _text(fallback, "feedback", "Not what it prints: the feedback below explains why.")

@@ -158,14 +158,28 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
     else:
         assert isinstance(q, PredictOutputQuestion)
         spellings = common.short_answers(q)
-        response = _el(item, "responseDeclaration", identifier="RESPONSE", cardinality="single", baseType="string")
+        response = _el(
+            item,
+            "responseDeclaration",
+            identifier="RESPONSE",
+            cardinality="single",
+            baseType="string",
+        )
         _value(_el(response, "correctResponse"), spellings[0])
         mapping = _el(response, "mapping", defaultValue="0", lowerBound="0", upperBound="1")
         for spelling in spellings:
             _el(mapping, "mapEntry", mapKey=spelling, mappedValue="1", caseSensitive="true")
-    score = _el(item, "outcomeDeclaration", identifier="SCORE", cardinality="single", baseType="float")
+    score = _el(
+        item, "outcomeDeclaration", identifier="SCORE", cardinality="single", baseType="float"
+    )
     _value(_el(score, "defaultValue"), "0")
-    _el(item, "outcomeDeclaration", identifier="FEEDBACK", cardinality="multiple", baseType="identifier")
+    _el(
+        item,
+        "outcomeDeclaration",
+        identifier="FEEDBACK",
+        cardinality="multiple",
+        baseType="identifier",
+    )
     body = _el(item, "itemBody")
     _html_into(body, common.question_html(loaded))
     if choice is not None:
@@ -178,7 +192,12 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
         para = _el(body, "p")
         para.text = "Output: "
         longest = max(len(s) for s in spellings)
-        _el(para, "textEntryInteraction", responseIdentifier="RESPONSE", expectedLength=str(max(20, longest)))
+        _el(
+            para,
+            "textEntryInteraction",
+            responseIdentifier="RESPONSE",
+            expectedLength=str(max(20, longest)),
+        )
     processing = _el(item, "responseProcessing")
     _score_rules(processing, mapped=choice is None)
     shown = _el(_set(processing, "FEEDBACK"), "multiple")
@@ -223,5 +242,7 @@ def to_qti(bank: Bank, proof_line: ProofLine | None = None) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
         for name, text in files.items():
-            package.writestr(zipfile.ZipInfo(name, _ZIP_DATE), text.encode("utf-8"), zipfile.ZIP_DEFLATED)
+            package.writestr(
+                zipfile.ZipInfo(name, _ZIP_DATE), text.encode("utf-8"), zipfile.ZIP_DEFLATED
+            )
     return out.getvalue()

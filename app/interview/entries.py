@@ -23,7 +23,9 @@ def key_of(loaded: LoadedQuestion) -> str:
     return normalise_output(getattr(q, "answer", "") or "")
 
 
-def predicted(loaded: LoadedQuestion, graded: GradedAnswer, confidence: int, *, authors_word: bool = False) -> dict[str, Any]:
+def predicted(
+    loaded: LoadedQuestion, graded: GradedAnswer, confidence: int, *, authors_word: bool = False
+) -> dict[str, Any]:
     """The `predicted` event's data. `authors_word`: the key was graded on the author's word alone
     (no run on the device it asks about proved it), said wherever the verdict is shown."""
     q = loaded.question

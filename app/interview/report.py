@@ -97,7 +97,10 @@ def calibration(logs: list[QuestionLog]) -> dict[str, Any]:
 
 
 def report(
-    interview: Interview, events: list[Event], titles: dict[str, str], now: datetime,
+    interview: Interview,
+    events: list[Event],
+    titles: dict[str, str],
+    now: datetime,
     keys: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The report as plain data: the JSON export, and what the printable page shows. `keys`:

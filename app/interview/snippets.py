@@ -28,7 +28,9 @@ def split_snippets(text: str) -> list[str]:
     return [p.strip("\n") + "\n" for p in parts if p.strip()]
 
 
-def snippet_question(n: int, code: str, printed: str, environment: dict[str, Any], by: str) -> dict[str, Any]:
+def snippet_question(
+    n: int, code: str, printed: str, environment: dict[str, Any], by: str
+) -> dict[str, Any]:
     """Snippet `n`'s question: predict what it prints; the key is what it printed."""
     where = f"{'CUDA' if environment.get('device_kind') == 'cuda' else 'CPU'}, torch {environment.get('torch_version', '?')}"
     question = PredictOutputQuestion.model_validate({
@@ -40,7 +42,9 @@ def snippet_question(n: int, code: str, printed: str, environment: dict[str, Any
     return question.model_dump(mode="json", exclude_none=True)
 
 
-def resolve(bank: Bank, snippets: dict[str, dict[str, Any]], question_id: str) -> LoadedQuestion | None:
+def resolve(
+    bank: Bank, snippets: dict[str, dict[str, Any]], question_id: str
+) -> LoadedQuestion | None:
     """An interview's question: an ad-hoc snippet's own, else the bank's (None when it has gone)."""
     data = snippets.get(question_id)
     if data is None:

@@ -20,7 +20,6 @@ from app.mutate.rule import (
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-
 class DropAutocast(Rule):
     name = "drop-autocast"
     title = "leave out the `autocast` context (keeping its body)"
@@ -66,7 +65,11 @@ class SwapAutocastDtype(Rule):
         "with only 7 mantissa bits. Autocast's default is bfloat16 on the CPU and float16 on "
         "CUDA, so leaving the dtype out is not the same everywhere."
     )
-    SWAP: ClassVar[dict[str, str]] = {"float16": "bfloat16", "half": "bfloat16", "bfloat16": "float16"}
+    SWAP: ClassVar[dict[str, str]] = {
+        "float16": "bfloat16",
+        "half": "bfloat16",
+        "bfloat16": "float16",
+    }
     DEFAULT: ClassVar[dict[str, str]] = {"cpu": "bfloat16", "cuda": "float16"}
 
     def edit(self, tree: ast.Module) -> bool:
@@ -76,30 +79,37 @@ class SwapAutocastDtype(Rule):
             positional = len(call.args) > 1
             dtype = call.args[1] if positional else keyword(call, "dtype")
             known = isinstance(dtype, ast.Attribute) and dtype.attr in self.SWAP
-            if not (known or (dtype is None and autocast_device(call) in self.DEFAULT)) or not self.place(call):
+            if not (
+                known or (dtype is None and autocast_device(call) in self.DEFAULT)
+            ) or not self.place(call):
                 continue
             if dtype is None:
                 device = autocast_device(call)
                 assert device is not None
-                call.keywords.append(ast.keyword("dtype", torch_attr(self.SWAP[self.DEFAULT[device]])))
+                call.keywords.append(
+                    ast.keyword("dtype", torch_attr(self.SWAP[self.DEFAULT[device]]))
+                )
                 changed = True
             elif isinstance(dtype, ast.Attribute) and dtype.attr in self.SWAP:
                 swapped = torch_attr(self.SWAP[dtype.attr], dtype)
                 if positional:
                     call.args[1] = swapped
                 else:
-                    call.keywords = [ast.keyword("dtype", swapped) if k.arg == "dtype" else k for k in call.keywords]
+                    call.keywords = [
+                        ast.keyword("dtype", swapped) if k.arg == "dtype" else k
+                        for k in call.keywords
+                    ]
                 changed = True
         return changed
 
 
 class SwapAutocastDevice(Rule):
     name = "swap-autocast-device"
-    title = "give autocast the other device (`\"cpu\"` ↔ `\"cuda\"`)"
+    title = 'give autocast the other device (`"cpu"` ↔ `"cuda"`)'
     explanation = (
         "Autocast only changes ops on tensors of its own device: a CUDA region leaves CPU "
-        "tensors in float32, and on a host without a GPU `autocast(\"cuda\")` warns and disables "
-        "itself. Code that \"uses autocast\" may be running nothing in lower precision."
+        'tensors in float32, and on a host without a GPU `autocast("cuda")` warns and disables '
+        'itself. Code that "uses autocast" may be running nothing in lower precision.'
     )
     SWAP: ClassVar[dict[str, str]] = {"cpu": "cuda", "cuda": "cpu"}
 
@@ -109,13 +119,23 @@ class SwapAutocastDevice(Rule):
             assert isinstance(call, ast.Call)
             literal = [call.args[0]] if call.args else []
             literal += [k.value for k in call.keywords if k.arg == "device_type"]
-            if not any(isinstance(a, ast.Constant) and a.value in self.SWAP for a in literal) or not self.place(call):
+            if not any(
+                isinstance(a, ast.Constant) and a.value in self.SWAP for a in literal
+            ) or not self.place(call):
                 continue
-            if call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value in self.SWAP:
+            if (
+                call.args
+                and isinstance(call.args[0], ast.Constant)
+                and call.args[0].value in self.SWAP
+            ):
                 call.args[0] = ast.Constant(self.SWAP[call.args[0].value])
                 changed = True
             for k in call.keywords:
-                if k.arg == "device_type" and isinstance(k.value, ast.Constant) and k.value.value in self.SWAP:
+                if (
+                    k.arg == "device_type"
+                    and isinstance(k.value, ast.Constant)
+                    and k.value.value in self.SWAP
+                ):
                     k.value = ast.Constant(self.SWAP[k.value.value])
                     changed = True
         return changed
@@ -136,8 +156,10 @@ class BackwardInsideAutocast(Rule):
             i = 0
             while i < len(body):
                 stmt = body[i]
-                if isinstance(stmt, ast.With) and any(is_autocast(w.context_expr) for w in stmt.items):
-                    rest = body[i + 1:]
+                if isinstance(stmt, ast.With) and any(
+                    is_autocast(w.context_expr) for w in stmt.items
+                ):
+                    rest = body[i + 1 :]
                     j = next((k for k, s in enumerate(rest) if contains(s, is_backward_call)), None)
                     # only a plain statement, and no other autocast region on the way
                     if (
@@ -171,7 +193,13 @@ class DropFloatCasts(Rule):
                 nonlocal changed
                 self.generic_visit(node)
                 func = node.func
-                if isinstance(func, ast.Attribute) and func.attr == "float" and not node.args and not node.keywords and place(node):
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr == "float"
+                    and not node.args
+                    and not node.keywords
+                    and place(node)
+                ):
                     changed = True
                     return func.value
                 return node

@@ -78,7 +78,9 @@ def diff_lines(diff: str) -> list[dict[str, str]]:
     return out
 
 
-def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: dict[str, Any]) -> WhatIf | None:
+def what_if(
+    records: list[MutantRecord], loaded: LoadedQuestion, environment: dict[str, Any]
+) -> WhatIf | None:
     """The cards of one question from the records, or None when none holds for today's code.
     The record of the device the question asks about is used, this server's torch version first,
     then the newest."""
@@ -92,7 +94,11 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
         record was made from this code under these rules; else derived (once)."""
         nonlocal derived
         version = rules_version()
-        if version is not None and entry.get("rules") == version and entry.get("code_hash") == code_hash(code):
+        if (
+            version is not None
+            and entry.get("rules") == version
+            and entry.get("code_hash") == code_hash(code)
+        ):
             return recorded_hashes(entry)
         if derived is None:
             derived = {m.rule.name: m.hash for m in mutants_of(code)}
@@ -101,7 +107,13 @@ def what_if(records: list[MutantRecord], loaded: LoadedQuestion, environment: di
     device = loaded.question.asks_about
     torch_version = str(environment.get("torch_version") or "")
     candidates = [r for r in records if r.device_kind == device and loaded.id in r.questions]
-    candidates.sort(key=lambda r: (r.environment.get("torch_version") == torch_version, str(r.environment.get("date", ""))), reverse=True)
+    candidates.sort(
+        key=lambda r: (
+            r.environment.get("torch_version") == torch_version,
+            str(r.environment.get("date", "")),
+        ),
+        reverse=True,
+    )
     for record in candidates:
         entry = record.questions[loaded.id]
         fresh = fresh_mutants(entry, current(entry)) if isinstance(entry, dict) else []

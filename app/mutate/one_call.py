@@ -42,7 +42,9 @@ def _calls_to(tree: ast.Module, name: str, outside: ast.FunctionDef) -> list[ast
 
 def _names(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
 
 
@@ -89,7 +91,11 @@ class InLastCall(Rule):
         if not self.base.edit(ast.Module(body=[mistaken], type_ignores=[])):
             return False
         for node in ast.walk(mistaken):  # a recursive helper calls its own copy
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == helper.name:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == helper.name
+            ):
                 node.func = ast.Name(name, ast.Load())
         tree.body.insert(index + 1, mistaken)
         calls[-1].func = ast.Name(name, ast.Load())
@@ -107,7 +113,9 @@ def marked(helper: list[str], copy_lines: list[str]) -> list[str]:
     differs from the helper: `# the mistake:` above a changed line, `# the mistake: no … here`
     where a line of the helper is missing. Comments only: the code is the same."""
     out: list[str] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, helper, copy_lines, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+        None, helper, copy_lines, autojunk=False
+    ).get_opcodes():
         if tag == "delete":
             gone = _without_comment(helper[i1]).strip()
             out.append(_indent(helper[i1]) + f"{MARK}: no `{gone}` here\n")

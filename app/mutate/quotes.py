@@ -10,7 +10,11 @@ import tokenize
 
 def _strings(code: str) -> list[tokenize.TokenInfo]:
     try:
-        return [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == tokenize.STRING]
+        return [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(code).readline)
+            if t.type == tokenize.STRING
+        ]
     except (tokenize.TokenError, SyntaxError):
         return []
 

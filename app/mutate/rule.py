@@ -207,7 +207,11 @@ def scaler_names(tree: ast.AST) -> set[str]:
     """Names (or attribute chains) bound to a GradScaler in this code: `scaler`, `self.scaler`."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and is_grad_scaler(node.value):
+        if (
+            isinstance(node, ast.Assign | ast.AnnAssign)
+            and node.value is not None
+            and is_grad_scaler(node.value)
+        ):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if dotted(target):
                     names.add(dotted(target) or "")
@@ -241,7 +245,11 @@ class Scalers:
 
 def is_backward_call(node: ast.AST) -> bool:
     """`<something>.backward(...)`: `loss.backward()`, `scaler.scale(loss).backward()`."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "backward"
+    )
 
 
 def is_clip_call(node: ast.AST) -> bool:

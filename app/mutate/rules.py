@@ -55,7 +55,9 @@ RULES: tuple[Rule, ...] = (
 def with_variants(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
     """Each rule followed by its variants: in one place only (`@1`, `@last`), then in one run of a
     helper called twice only (`@last-call`). A variant given here stays as it is."""
-    return tuple(v for r in rules for v in ((r, *r.variants(), InLastCall(r)) if r.base is None else (r,)))
+    return tuple(
+        v for r in rules for v in ((r, *r.variants(), InLastCall(r)) if r.base is None else (r,))
+    )
 
 
 def rule(name: str) -> Rule | None:

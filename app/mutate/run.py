@@ -152,7 +152,9 @@ def run_mutants(
     """The report of each snippet, in order. Every run of every snippet goes into one thread
     pool, as wide as the sandbox's workers, so the pool stays busy across snippets."""
     mutants = [mutants_of(s.code, s.rules) for s in snippets]
-    tasks: list[tuple[int, int, str, bool]] = []  # snippet, slot (-2 original, -1 again, k mutant), code, explain
+    tasks: list[
+        tuple[int, int, str, bool]
+    ] = []  # snippet, slot (-2 original, -1 again, k mutant), code, explain
     for i, snippet in enumerate(snippets):
         tasks += [(i, -2, snippet.code, explain), (i, -1, snippet.code, False)]
         tasks += [(i, k, m.code, explain) for k, m in enumerate(mutants[i])]
@@ -182,7 +184,11 @@ def run_mutants(
 
 
 def report_of(
-    code: str, original: RunResult, again: RunResult, mutants: Sequence[Mutant], runs: Sequence[RunResult]
+    code: str,
+    original: RunResult,
+    again: RunResult,
+    mutants: Sequence[Mutant],
+    runs: Sequence[RunResult],
 ) -> MutationReport:
     """The report from the runs, however they were run (this module's pool, or the web's run
     queue in the studio): the original twice (`again` tells noise from effect), then each mutant."""
@@ -219,7 +225,9 @@ def distractors(report: MutationReport) -> list[tuple[MutantRun, dict[str, Any]]
         # scaler.update())" told a learner which choice was the mistake (a newcomer's walk).
         choice: dict[str, Any] = {"text": f"It {describe(m.run)}", "correct": False, "why": why}
         if (claimed := _outcome_claim(m.run, steady=not report.noisy_lines)) is not None:
-            choice["outcome"] = claimed  # checked by running: it must not hold for the code as written
+            choice["outcome"] = (
+                claimed  # checked by running: it must not hold for the code as written
+            )
         choices.append((m, choice))
     return choices
 
@@ -249,10 +257,16 @@ def describe(run: RunResult) -> str:
     """What a run did, as a predicate: "prints `x`", "raises `AssertionError`: …"."""
     if run.exception:
         message = run.exception.message.strip().split("\n")[0]
-        if len(message) > 80 and ". " in message:  # torch's messages go on with advice: keep what happened
+        if (
+            len(message) > 80 and ". " in message
+        ):  # torch's messages go on with advice: keep what happened
             message = message[: message.index(". ") + 1]
         message = message if len(message) <= 120 else message[:119] + "…"
-        return f"raises `{run.exception.type}`: {message}" if message else f"raises `{run.exception.type}`"
+        return (
+            f"raises `{run.exception.type}`: {message}"
+            if message
+            else f"raises `{run.exception.type}`"
+        )
     if run.status != "ok":
         return f"does not finish ({run.status})"
     printed = normalise_output(run.stdout)

@@ -24,7 +24,6 @@ from app.mutate.rule import (
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-
 class DropScale(Rule):
     name = "drop-scale"
     title = "call `backward()` on the loss without `scaler.scale()`"
@@ -44,7 +43,12 @@ class DropScale(Rule):
             def visit_Call(self, node: ast.Call) -> ast.AST:
                 nonlocal changed
                 self.generic_visit(node)
-                if scalers.method_call(node, "scale") and len(node.args) == 1 and not node.keywords and place(node):
+                if (
+                    scalers.method_call(node, "scale")
+                    and len(node.args) == 1
+                    and not node.keywords
+                    and place(node)
+                ):
                     changed = True
                     return node.args[0]
                 return node
@@ -83,7 +87,14 @@ class UpdateInInnerLoop(Rule):
         for body in list(statement_lists(tree)):
             for update in [s for s in body if scalers.statement(s, "update")]:
                 before = body[: body.index(update)]
-                loop = next((s for s in reversed(before) if isinstance(s, LOOPS) and contains(s, is_backward_call)), None)
+                loop = next(
+                    (
+                        s
+                        for s in reversed(before)
+                        if isinstance(s, LOOPS) and contains(s, is_backward_call)
+                    ),
+                    None,
+                )
                 if loop is None:
                     continue
                 inner, backward = max(
@@ -117,9 +128,18 @@ class ClipBeforeUnscale(Rule):
 
         changed = False
         for body in list(statement_lists(tree)):
-            for stmt in [s for s in body if contains(s, unscales) and not contains(s, is_clip_call)]:
+            for stmt in [
+                s for s in body if contains(s, unscales) and not contains(s, is_clip_call)
+            ]:
                 i = body.index(stmt)
-                clip = next((s for s in body[i + 1:] if contains(s, is_clip_call) and not contains(s, unscales)), None)
+                clip = next(
+                    (
+                        s
+                        for s in body[i + 1 :]
+                        if contains(s, is_clip_call) and not contains(s, unscales)
+                    ),
+                    None,
+                )
                 if clip is None or not self.place(stmt):
                     continue
                 body.remove(stmt)
@@ -144,9 +164,9 @@ class DropUnscale(Rule):
 
 class SwapScalerDevice(Rule):
     name = "swap-scaler-device"
-    title = "build the GradScaler for the other device (`\"cpu\"` ↔ `\"cuda\"`)"
+    title = 'build the GradScaler for the other device (`"cpu"` ↔ `"cuda"`)'
     explanation = (
-        "`torch.amp.GradScaler()` defaults to `\"cuda\"`, whatever device the model is on. On a "
+        '`torch.amp.GradScaler()` defaults to `"cuda"`, whatever device the model is on. On a '
         "host without CUDA a CUDA scaler warns and disables itself: `scale()` returns the loss "
         "unchanged, `step()` is a plain `optimizer.step()` and the scale reads 1.0."
     )
@@ -165,9 +185,14 @@ class SwapScalerDevice(Rule):
                 if call.args:
                     call.args[0] = swapped
                 else:
-                    call.keywords = [ast.keyword("device", swapped) if k.arg == "device" else k for k in call.keywords]
+                    call.keywords = [
+                        ast.keyword("device", swapped) if k.arg == "device" else k
+                        for k in call.keywords
+                    ]
                 changed = True
-            elif device is None and name.endswith("amp.GradScaler") and self.place(call):  # the "cuda" default, made explicit
+            elif (
+                device is None and name.endswith("amp.GradScaler") and self.place(call)
+            ):  # the "cuda" default, made explicit
                 call.args.insert(0, ast.Constant("cpu"))
                 changed = True
         return changed
@@ -188,7 +213,11 @@ class DropEnabledFlag(Rule):
         for call in [n for n in ast.walk(tree) if is_grad_scaler(n) or is_autocast(n)]:
             assert isinstance(call, ast.Call)
             enabled = keyword(call, "enabled")
-            if enabled is None or (isinstance(enabled, ast.Constant) and enabled.value is True) or not self.place(call):
+            if (
+                enabled is None
+                or (isinstance(enabled, ast.Constant) and enabled.value is True)
+                or not self.place(call)
+            ):
                 continue
             call.keywords = [k for k in call.keywords if k.arg != "enabled"]
             changed = True
@@ -211,7 +240,10 @@ class DeprecatedCudaScaler(Rule):
         changed = False
         for call in [n for n in ast.walk(tree) if is_grad_scaler(n)]:
             assert isinstance(call, ast.Call)
-            if dotted(call.func) not in ("torch.amp.GradScaler", "torch.GradScaler") or not self.place(call):
+            if dotted(call.func) not in (
+                "torch.amp.GradScaler",
+                "torch.GradScaler",
+            ) or not self.place(call):
                 continue
             named = [ast.keyword(n, a) for n, a in zip(self.DEVICE_FIRST, call.args, strict=False)]
             call.func = ast.Attribute(ast.Attribute(ast.Attribute(ast.Name("torch", ast.Load()), "cuda", ast.Load()),
@@ -240,7 +272,12 @@ class OptimizerStep(Rule):
             def visit_Call(self, node: ast.Call) -> ast.AST:
                 nonlocal changed
                 self.generic_visit(node)
-                if scalers.method_call(node, "step") and len(node.args) == 1 and not node.keywords and place(node):
+                if (
+                    scalers.method_call(node, "step")
+                    and len(node.args) == 1
+                    and not node.keywords
+                    and place(node)
+                ):
                     changed = True
                     return ast.Call(ast.Attribute(node.args[0], "step", ast.Load()), [], [])
                 return node
@@ -263,8 +300,12 @@ class ScalerDisabled(Rule):
         for call in [n for n in ast.walk(tree) if is_grad_scaler(n)]:
             assert isinstance(call, ast.Call)
             enabled = keyword(call, "enabled")
-            if (isinstance(enabled, ast.Constant) and enabled.value is False) or not self.place(call):
+            if (isinstance(enabled, ast.Constant) and enabled.value is False) or not self.place(
+                call
+            ):
                 continue
-            call.keywords = [k for k in call.keywords if k.arg != "enabled"] + [ast.keyword("enabled", ast.Constant(False))]
+            call.keywords = [k for k in call.keywords if k.arg != "enabled"] + [
+                ast.keyword("enabled", ast.Constant(False))
+            ]
             changed = True
         return changed

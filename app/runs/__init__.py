@@ -32,7 +32,9 @@ class RunsFull(Exception):
     room, of every web process together): the web answers as for its own full queue, 429 with
     Retry-After. `reason` and `limit` are `QueueFull`'s, when the backend says them."""
 
-    def __init__(self, retry_after_s: int | None = None, reason: str = "queue", limit: int = 0) -> None:
+    def __init__(
+        self, retry_after_s: int | None = None, reason: str = "queue", limit: int = 0
+    ) -> None:
         super().__init__(f"the backend has no room for the run ({reason})")
         self.retry_after_s = retry_after_s
         self.reason = reason

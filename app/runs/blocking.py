@@ -34,12 +34,30 @@ class DevicePool:
         workers = runs.online(device)
         versions = sorted({str(w.get("torch_version")) for w in workers})
         if len(versions) > 1:
-            raise MixedWorkers(f"{device} workers run torch {' and '.join(versions)}: verify needs one environment per device")
+            raise MixedWorkers(
+                f"{device} workers run torch {' and '.join(versions)}: verify needs one environment per device"
+            )
         first = workers[0]
-        self.environment: dict[str, Any] = {k: first.get(k) for k in ("torch_version", "device_kind", "device_name", "cuda_version", "python_version")}
+        self.environment: dict[str, Any] = {
+            k: first.get(k)
+            for k in (
+                "torch_version",
+                "device_kind",
+                "device_name",
+                "cuda_version",
+                "python_version",
+            )
+        }
         self.workers = sum(int(w.get("slots") or 1) for w in workers)
 
-    def run(self, code: str, limits: Limits | None = None, *, explain: bool = False, device: str | None = None) -> RunResult:
+    def run(
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        explain: bool = False,
+        device: str | None = None,
+    ) -> RunResult:
         job = self.runs.run(code, limits or Limits(), explain=explain, device=self.device)
         return asyncio.run_coroutine_threadsafe(job, self.loop).result()
 
@@ -51,7 +69,9 @@ def remote_pools(url: str, settings: Settings | None = None) -> Iterator[list[De
     thread = threading.Thread(target=loop.run_forever, name="remote-runs", daemon=True)
     thread.start()
     settings = settings or Settings.from_env(workers_url=url)  # the workers' key, with the rest
-    runs = asyncio.run_coroutine_threadsafe(RemoteRuns.connect(url, settings, discover_s=1.0), loop).result()
+    runs = asyncio.run_coroutine_threadsafe(
+        RemoteRuns.connect(url, settings, discover_s=1.0), loop
+    ).result()
     try:
         pools = [DevicePool(runs, device, loop) for device in runs.devices()]
         if not pools:

@@ -46,6 +46,7 @@ from app.settings import deployment_name
 
 log = logging.getLogger("ampquiz.runs")
 
+
 def server_url(url: str) -> str:
     """The NATS server's own URL: `url` without the deployment's name (its path)."""
     parts = urlsplit(url)
@@ -197,6 +198,10 @@ def is_queue_full(error: Exception) -> bool:
 def online(announced: dict[str, dict[str, Any]], now: float) -> list[dict[str, Any]]:
     """The workers heard from lately and not leaving, by id."""
     return sorted(
-        (w for w in announced.values() if not w.get("leaving") and now - w.get("_seen", 0) < OFFLINE_AFTER_S),
+        (
+            w
+            for w in announced.values()
+            if not w.get("leaving") and now - w.get("_seen", 0) < OFFLINE_AFTER_S
+        ),
         key=lambda w: str(w.get("id")),
     )

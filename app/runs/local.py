@@ -26,7 +26,9 @@ class LocalRuns:
         self.pool = pool
         self.workers = int(pool.workers)
         self._owned = owned
-        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox-run")
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.workers, thread_name_prefix="sandbox-run"
+        )
 
     @classmethod
     async def start(cls, settings: Settings) -> LocalRuns:

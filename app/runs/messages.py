@@ -73,9 +73,15 @@ class RunRequest:
         lane, owners = data.get("lane", "question"), data.get("owners", [])
         if lane not in PRIORITY:
             raise BadMessage(f"run request: 'lane' must be one of {tuple(PRIORITY)}")
-        if not isinstance(owners, list) or len(owners) > 4 or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in owners):
+        if (
+            not isinstance(owners, list)
+            or len(owners) > 4
+            or not all(isinstance(o, str) and 0 < len(o) <= 200 for o in owners)
+        ):
             raise BadMessage("run request: 'owners' must be a short list of short strings")
-        return cls(run_id, code, _limits(limits), bool(data.get("explain")), device, lane, tuple(owners))
+        return cls(
+            run_id, code, _limits(limits), bool(data.get("explain")), device, lane, tuple(owners)
+        )
 
 
 def _limits(asked: dict[str, Any]) -> Limits:
@@ -97,7 +103,9 @@ def encode_result(result: RunResult) -> bytes:
     raw = json.dumps(result.to_dict()).encode()
     if len(raw) > MAX_RESULT_BYTES:  # the explanation is what grows: keep the run, say why
         result.explanation = None
-        result.message = (result.message + " " if result.message else "") + "(Its explanation was too large to send.)"
+        result.message = (
+            result.message + " " if result.message else ""
+        ) + "(Its explanation was too large to send.)"
         raw = json.dumps(result.to_dict()).encode()
     return raw
 
@@ -113,12 +121,23 @@ def result_from_claim(raw: bytes | dict[str, Any]) -> RunResult:
     duration = data.get("duration_ms", 0.0)
     if not isinstance(duration, int | float) or not math.isfinite(duration) or duration < 0:
         raise BadMessage("run result: 'duration_ms' must be a non-negative number")
-    exc, warnings, env = data.get("exception"), data.get("warnings", []), data.get("environment", {})
-    if exc is not None and not (isinstance(exc, dict) and all(isinstance(exc.get(k), str) for k in ("type", "message", "traceback"))):
+    exc, warnings, env = (
+        data.get("exception"),
+        data.get("warnings", []),
+        data.get("environment", {}),
+    )
+    if exc is not None and not (
+        isinstance(exc, dict)
+        and all(isinstance(exc.get(k), str) for k in ("type", "message", "traceback"))
+    ):
         raise BadMessage("run result: 'exception' must have type, message and traceback")
-    if not isinstance(warnings, list) or not all(isinstance(w, dict) and isinstance(w.get("message"), str) for w in warnings):
+    if not isinstance(warnings, list) or not all(
+        isinstance(w, dict) and isinstance(w.get("message"), str) for w in warnings
+    ):
         raise BadMessage("run result: 'warnings' must be a list of warnings")
-    if not isinstance(env, dict) or not all(isinstance(v, str | list | type(None)) for v in env.values()):
+    if not isinstance(env, dict) or not all(
+        isinstance(v, str | list | type(None)) for v in env.values()
+    ):
         raise BadMessage("run result: 'environment' must be an object of strings")
     if data.get("explanation") is not None and not isinstance(data["explanation"], dict):
         raise BadMessage("run result: 'explanation' must be an object")

@@ -96,7 +96,9 @@ class PoolHost:
         self._spare = threading.Condition(self._turn_lock)
         """Notified as runs end: a background run waits on it for a spare worker."""
         _sweep_left_behind()
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))  # 0700: only this user
+        self.folder = Path(
+            tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
+        )  # 0700: only this user
         self.path = self.folder / "pool.sock"
         self._listener: socket.socket | None = None
         self._closing = threading.Event()
@@ -104,7 +106,9 @@ class PoolHost:
         self._failed: str | None = None
 
     @classmethod
-    def for_settings(cls, settings: Settings, on_failure: Callable[[str], None] | None = None) -> PoolHost:
+    def for_settings(
+        cls, settings: Settings, on_failure: Callable[[str], None] | None = None
+    ) -> PoolHost:
         pool = Sandbox(workers=settings.sandbox_workers, hide=[str(settings.data_dir().resolve())])
         return cls(pool, on_failure, queue=settings.run_queue, per_learner=settings.run_per_learner,
                    per_address=settings.run_per_address)  # fmt: skip
@@ -158,7 +162,9 @@ class PoolHost:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), name="pool-host-conn", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(conn,), name="pool-host-conn", daemon=True
+            ).start()
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
@@ -178,15 +184,30 @@ class PoolHost:
         if self._failed:
             return json.dumps({"error": self._failed}).encode()
         if body == b'"status"':
-            return json.dumps({"environment": self.pool.environment, "worker": local_worker_status(self.pool, "pool host")}).encode()
+            return json.dumps(
+                {
+                    "environment": self.pool.environment,
+                    "worker": local_worker_status(self.pool, "pool host"),
+                }
+            ).encode()
         try:
             request = RunRequest.decode(body)
         except BadMessage as exc:
             return json.dumps({"error": str(exc)}).encode()
         try:
             result = self._run_in_turn(request)
-        except QueueFull as full:  # this learner's or address's share, or the room, of every process
-            return json.dumps({"full": {"retry_after_s": full.retry_after_s, "reason": full.reason, "limit": full.limit}}).encode()
+        except (
+            QueueFull
+        ) as full:  # this learner's or address's share, or the room, of every process
+            return json.dumps(
+                {
+                    "full": {
+                        "retry_after_s": full.retry_after_s,
+                        "reason": full.reason,
+                        "limit": full.limit,
+                    }
+                }
+            ).encode()
         except Exception as exc:  # noqa: BLE001 - the pool itself failed (SandboxError): the client raises it
             log.error("pool host: run failed: %s", exc)
             return json.dumps({"error": f"the sandbox failed: {exc}"}).encode()
@@ -217,12 +238,16 @@ class PoolHost:
                 turns.started(owners)
             try:
                 began = time.perf_counter()
-                result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
+                result = self.pool.run(
+                    request.code, request.limits, explain=request.explain, device=request.device
+                )
                 held = time.perf_counter() - began
                 return result
             finally:
                 with self._turn_lock:
-                    chosen = turns.give_back_slot(owners, lambda _waiter: False)  # a thread never gives up
+                    chosen = turns.give_back_slot(
+                        owners, lambda _waiter: False
+                    )  # a thread never gives up
                 if chosen is not None:
                     chosen.set()
         finally:
@@ -283,11 +308,19 @@ class PoolHostRuns:
         from sandbox import SandboxError
 
         self._ids += 1
-        raw = await self._call(RunRequest(f"{os.getpid()}-{self._ids}", code, limits, explain, device, lane, owners).encode())
+        raw = await self._call(
+            RunRequest(
+                f"{os.getpid()}-{self._ids}", code, limits, explain, device, lane, owners
+            ).encode()
+        )
         data = json.loads(raw)
         if "full" in data:
             full = data["full"]
-            raise RunsFull(int(full.get("retry_after_s") or 1), str(full.get("reason") or "queue"), int(full.get("limit") or 0))
+            raise RunsFull(
+                int(full.get("retry_after_s") or 1),
+                str(full.get("reason") or "queue"),
+                int(full.get("limit") or 0),
+            )
         if "error" in data:
             raise SandboxError(data["error"])
         try:
@@ -299,7 +332,11 @@ class PoolHostRuns:
         from sandbox import SandboxError
 
         try:
-            reader, writer = self._idle.pop() if self._idle else await asyncio.open_unix_connection(self.path, limit=MAX_FRAME)
+            reader, writer = (
+                self._idle.pop()
+                if self._idle
+                else await asyncio.open_unix_connection(self.path, limit=MAX_FRAME)
+            )
             writer.write(_HEADER.pack(len(body)) + body)
             await writer.drain()
             (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))

@@ -20,7 +20,12 @@ from app.runs import Runs, RunsFull
 from app.runs.turns import Lane, QueueFull, Turns, retry_after_s
 from sandbox import Limits, RunResult
 
-__all__ = ["Load", "QueueFull", "RunQueue", "retry_after_s"]  # QueueFull and retry_after_s: as the web and the tests know them
+__all__ = [
+    "Load",
+    "QueueFull",
+    "RunQueue",
+    "retry_after_s",
+]  # QueueFull and retry_after_s: as the web and the tests know them
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,9 @@ class RunQueue:
     ) -> None:
         self.pool = pool
         self.limits = limits
-        self.turns: Turns[asyncio.Future[None]] = Turns(workers=workers, queue=queue, per_learner=per_learner, per_address=per_address)
+        self.turns: Turns[asyncio.Future[None]] = Turns(
+            workers=workers, queue=queue, per_learner=per_learner, per_address=per_address
+        )
         self._runs_handed_on = 0
         """Runs handed to a backend that keeps the turns (`_handed_on`): this process's part of them,
         for `load()` and `has_idle_worker`; `turns` then admits nothing here."""
@@ -67,7 +74,9 @@ class RunQueue:
         return self.turns.in_flight + self._runs_handed_on < self.turns.workers
 
     def load(self) -> Load:
-        return Load(self.turns.workers, self.turns.queue, self.turns.in_flight + self._runs_handed_on)
+        return Load(
+            self.turns.workers, self.turns.queue, self.turns.in_flight + self._runs_handed_on
+        )
 
     def retry_after_s(self) -> int:
         return self.turns.retry_after_s()
@@ -142,7 +151,13 @@ class RunQueue:
         return await asyncio.shield(asyncio.ensure_future(whole_run()))
 
     async def _handed_on(
-        self, code: str, explain: bool, device: str | None, limits: Limits, lane: str, owners: tuple[str, ...]
+        self,
+        code: str,
+        explain: bool,
+        device: str | None,
+        limits: Limits,
+        lane: str,
+        owners: tuple[str, ...],
     ) -> RunResult:
         """A run handed at once to a backend that keeps the turns of every web process (see
         `Runs.keeps_turns`): its refusal is this queue's own (`QueueFull`, with its reason)."""
@@ -151,9 +166,13 @@ class RunQueue:
         async def whole_run() -> RunResult:
             try:
                 # Only a backend that keeps turns (`keeps_turns`, checked by the caller) has it.
-                return await self.pool.run_in_turn(code, limits, explain=explain, device=device, lane=lane, owners=owners)  # type: ignore[attr-defined]
+                return await self.pool.run_in_turn(  # type: ignore[attr-defined]
+                    code, limits, explain=explain, device=device, lane=lane, owners=owners
+                )
             except RunsFull as full:
-                raise QueueFull(full.retry_after_s or self.retry_after_s(), full.reason, full.limit) from None
+                raise QueueFull(
+                    full.retry_after_s or self.retry_after_s(), full.reason, full.limit
+                ) from None
             finally:
                 self._runs_handed_on -= 1
 

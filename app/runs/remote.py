@@ -91,7 +91,11 @@ class RemoteRuns:
         await runs.discover(discover_s)
         online = runs.online()
         runs.workers = max(settings.sandbox_workers, sum(int(w.get("slots") or 0) for w in online))
-        log.info("remote workers: %d online (%s)", len(online), ", ".join(f"{w['id']} {w['device_kind']}" for w in online) or "none yet")
+        log.info(
+            "remote workers: %d online (%s)",
+            len(online),
+            ", ".join(f"{w['id']} {w['device_kind']}" for w in online) or "none yet",
+        )
         if not online and runs.other_key:
             log.warning("remote workers: %s", nobody_online(url, runs.other_key))
         return runs
@@ -127,7 +131,10 @@ class RemoteRuns:
         for kind in ("cpu", "cuda"):
             found = self.online(kind)
             if found:
-                self._last_env = {k: found[0].get(k) for k in ("torch_version", "device_kind", "device_name", "cuda_version")}
+                self._last_env = {
+                    k: found[0].get(k)
+                    for k in ("torch_version", "device_kind", "device_name", "cuda_version")
+                }
                 break
         return self._last_env or {"device_kind": "cpu", "torch_version": ""}
 
@@ -162,15 +169,22 @@ class RemoteRuns:
             return refused
         run_id = uuid.uuid4().hex
         patience = layout.patience_s(limits.wall_s)
-        waiting = Waiting(asyncio.get_running_loop().create_future(), routed, time.monotonic() + patience)
+        waiting = Waiting(
+            asyncio.get_running_loop().create_future(), routed, time.monotonic() + patience
+        )
         self._waiting[run_id] = waiting
-        subject, body = self.layout.run_subject(routed), RunRequest(run_id, code, limits, explain, device).encode()
+        subject, body = (
+            self.layout.run_subject(routed),
+            RunRequest(run_id, code, limits, explain, device).encode(),
+        )
         deadline_said = f"{time.time() + patience:.3f}"
         headers = {
             layout.REPLY_HEADER: self.results_subject,
             layout.DEADLINE_HEADER: deadline_said,
             "Nats-Msg-Id": run_id,
-            SIGNATURE_HEADER: self.signer.sign("run", subject, run_id, self.results_subject, deadline_said, body=body),
+            SIGNATURE_HEADER: self.signer.sign(
+                "run", subject, run_id, self.results_subject, deadline_said, body=body
+            ),
         }
         try:
             try:
@@ -179,7 +193,10 @@ class RemoteRuns:
                 if layout.is_queue_full(exc):
                     raise RunsFull() from None
                 raise SandboxError(f"the workers' queue refused the run: {exc}") from None
-            except (nats.errors.Error, OSError) as exc:  # NATS unreachable, reconnecting: 503 for now
+            except (
+                nats.errors.Error,
+                OSError,
+            ) as exc:  # NATS unreachable, reconnecting: 503 for now
                 raise SandboxError(f"the workers' queue cannot be reached: {exc!r}") from None
             self._by_sequence[ack.seq] = run_id
             try:
@@ -209,18 +226,29 @@ class RemoteRuns:
                     waiting.nobody_since = None
                 elif waiting.nobody_since is None:
                     waiting.nobody_since = now
-                nobody = waiting.nobody_since is not None and now - waiting.nobody_since > layout.NO_WORKER_GRACE_S
+                nobody = (
+                    waiting.nobody_since is not None
+                    and now - waiting.nobody_since > layout.NO_WORKER_GRACE_S
+                )
                 if now > waiting.deadline or nobody:
                     self.lost += 1
-                    waiting.result.set_result(self._lost(NO_WORKER_LEFT.format(kind=waiting.device.upper()) if nobody else LOST))
+                    waiting.result.set_result(
+                        self._lost(
+                            NO_WORKER_LEFT.format(kind=waiting.device.upper()) if nobody else LOST
+                        )
+                    )
 
     def _lost(self, message: str = LOST) -> RunResult:
-        return RunResult(status="killed", message=message, environment=Environment.from_dict(self.environment))
+        return RunResult(
+            status="killed", message=message, environment=Environment.from_dict(self.environment)
+        )
 
     async def _on_result(self, msg: Msg) -> None:
         run_id = (msg.headers or {}).get(layout.RUN_HEADER, "")
         entry = self._waiting.get(run_id)
-        if not self.signer.verify(msg.headers, "result", run_id, self.results_subject, body=msg.data):
+        if not self.signer.verify(
+            msg.headers, "result", run_id, self.results_subject, body=msg.data
+        ):
             return  # not from a worker holding the key: the run keeps waiting for the genuine one
         waiting = entry.result if entry is not None else None
         taken = waiting is not None and not waiting.done()

@@ -30,8 +30,12 @@ class Signer:
     """Signs and checks the messages between the web and the workers with the shared key."""
 
     def __init__(self, key: str) -> None:
-        if len(key) < MIN_WORKERS_KEY_CHARS:  # Settings says so at start-up; this is for code that skips it
-            raise ValueError(f"AMPQUIZ_WORKERS_KEY must have at least {MIN_WORKERS_KEY_CHARS} characters")
+        if (
+            len(key) < MIN_WORKERS_KEY_CHARS
+        ):  # Settings says so at start-up; this is for code that skips it
+            raise ValueError(
+                f"AMPQUIZ_WORKERS_KEY must have at least {MIN_WORKERS_KEY_CHARS} characters"
+            )
         self._key = key.encode()
         self.forgeries = 0
         """Messages dropped for a missing or wrong signature, since this process started."""
@@ -62,7 +66,9 @@ class Signer:
 def signed_with_another_key(signer: Signer, body: bytes, headers: dict[str, str] | None) -> bool:
     """A status carrying a signature this key does not verify: workers started with another key
     (or anyone else signing). Counted, so that "no worker is online" can say why it may seem so."""
-    return bool(headers and headers.get(SIGNATURE_HEADER)) and not signer.verify(headers, "status", body=body)
+    return bool(headers and headers.get(SIGNATURE_HEADER)) and not signer.verify(
+        headers, "status", body=body
+    )
 
 
 def nobody_online(url: str, other_key: int) -> str:
@@ -81,7 +87,9 @@ def announcement(signer: Signer, status: dict[str, Any]) -> tuple[bytes, dict[st
     return body, {SIGNATURE_HEADER: signer.sign("status", body=body)}
 
 
-def read_announcement(signer: Signer, body: bytes, headers: dict[str, str] | None) -> dict[str, Any] | None:
+def read_announcement(
+    signer: Signer, body: bytes, headers: dict[str, str] | None
+) -> dict[str, Any] | None:
     """A worker's status, or None when it is not signed with the key, not a worker's status, or
     too old to believe (a replay)."""
     if not signer.verify(headers, "status", body=body):

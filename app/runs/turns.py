@@ -53,7 +53,9 @@ class Turns(Generic[Waiter]):
     """The counts and the choice (see above). A run goes `admit` -> `take_slot` (or waits until
     `give_back_slot` hands it one) -> `started` -> `give_back_slot` -> `finished`."""
 
-    def __init__(self, *, workers: int, queue: int, per_learner: int = 2, per_address: int = 8) -> None:
+    def __init__(
+        self, *, workers: int, queue: int, per_learner: int = 2, per_address: int = 8
+    ) -> None:
         self.workers = workers
         self.queue = queue
         self.caps = {"learner": per_learner, "address": per_address}
@@ -79,7 +81,9 @@ class Turns(Generic[Waiter]):
         return self.in_flight <= max(0, self.workers - 2)
 
     def retry_after_s(self) -> int:
-        return retry_after_s(self._learners_in_flight, self.workers + self.queue, self.workers, self.mean_s)
+        return retry_after_s(
+            self._learners_in_flight, self.workers + self.queue, self.workers, self.mean_s
+        )
 
     def admit(self, lane: str, owners: tuple[str, ...]) -> None:
         """Counts the run in, or raises QueueFull (a learner's run only) when there is no room."""
@@ -106,7 +110,9 @@ class Turns(Generic[Waiter]):
     def started(self, owners: tuple[str, ...]) -> None:
         self._running.update(owners)
 
-    def give_back_slot(self, owners: tuple[str, ...], gave_up: Callable[[Waiter], bool]) -> Waiter | None:
+    def give_back_slot(
+        self, owners: tuple[str, ...], gave_up: Callable[[Waiter], bool]
+    ) -> Waiter | None:
         """A run (of `owners`, if it started) is off its worker: the waiter the worker goes to
         next, or None (it is free). Waiters that `gave_up` are dropped."""
         self._running.subtract(owners)

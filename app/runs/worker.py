@@ -43,7 +43,9 @@ FETCH_S = 1.0
 
 
 class Worker:
-    def __init__(self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16) -> None:
+    def __init__(
+        self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16
+    ) -> None:
         self.pool = pool
         self.url = url
         self.layout = layout.Layout.of(url)
@@ -74,7 +76,10 @@ class Worker:
         self.nc = await layout.connect(self.url, f"ampquiz-worker {self.id}")
         await layout.ensure_layout(self.nc.jetstream(), self.layout, self.queue_limit)
         await self.nc.subscribe(self.layout.ping_subject, cb=self._pong)
-        chores = [asyncio.ensure_future(self._announce()), asyncio.ensure_future(self._keep_leases())]
+        chores = [
+            asyncio.ensure_future(self._announce()),
+            asyncio.ensure_future(self._keep_leases()),
+        ]
         new_loop = _loop_factory(asyncio.get_running_loop())
         slots = [threading.Thread(target=self._slot_thread, args=(n, new_loop), name=f"worker-slot-{n}", daemon=True)
                  for n in range(self.slots)]  # fmt: skip
@@ -125,14 +130,18 @@ class Worker:
 
     # ---- a slot: its own thread, loop and connection ----------------------------------------
 
-    def _slot_thread(self, n: int, new_loop: Callable[[], asyncio.AbstractEventLoop] | None) -> None:
+    def _slot_thread(
+        self, n: int, new_loop: Callable[[], asyncio.AbstractEventLoop] | None
+    ) -> None:
         with asyncio.Runner(loop_factory=new_loop) as runner:
             runner.run(self._slot(n))
 
     async def _slot(self, n: int) -> None:
         nc = await layout.connect(self.url, f"ampquiz-worker {self.id} slot {n}")
         try:
-            psub = await nc.jetstream().pull_subscribe_bind(durable=layout.consumer_name(self.device), stream=self.layout.stream)
+            psub = await nc.jetstream().pull_subscribe_bind(
+                durable=layout.consumer_name(self.device), stream=self.layout.stream
+            )
             while not self._stopping.is_set():
                 try:
                     msgs = await psub.fetch(1, timeout=FETCH_S)
@@ -145,8 +154,12 @@ class Worker:
                 for msg in msgs:
                     try:
                         await self._handle(nc, msg)
-                    except Exception:  # one bad message (a forged header, say) never ends this slot's loop
-                        log.exception("worker %s: a run message could not be handled; dropped", self.id)
+                    except (
+                        Exception
+                    ):  # one bad message (a forged header, say) never ends this slot's loop
+                        log.exception(
+                            "worker %s: a run message could not be handled; dropped", self.id
+                        )
                         with contextlib.suppress(Exception):
                             await msg.term()
         finally:
@@ -165,10 +178,17 @@ class Worker:
         deadline_said = headers.get(layout.DEADLINE_HEADER, "")
         # Only a web process holding the key may make this worker run code, and reply only where
         # a web process listens: anything else is dropped for good, never run, never answered.
-        signed = self.signer.verify(headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data)
+        signed = self.signer.verify(
+            headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data
+        )
         if not signed or not self.layout.is_results_subject(reply):
             if signed:
-                log.error("worker %s: refused run %s: it asks for its result on %r", self.id, run_id, reply)
+                log.error(
+                    "worker %s: refused run %s: it asks for its result on %r",
+                    self.id,
+                    run_id,
+                    reply,
+                )
             await msg.term()
             return
         try:
@@ -195,12 +215,17 @@ class Worker:
         with self._counting:
             self.busy += 1
         started = time.perf_counter()
-        self._leases[request.id] = (msg.reply, time.monotonic() + request.limits.wall_s + layout.LEASE_MARGIN_S)
+        self._leases[request.id] = (
+            msg.reply,
+            time.monotonic() + request.limits.wall_s + layout.LEASE_MARGIN_S,
+        )
         # The runner this run uses up is replaced once its result is with the web: preparing it
         # meanwhile slowed both the run and the delivery (this is the pool's thread: the slot's).
         with self.pool.results_first():
             try:
-                result, payload, signature = self._run(request, reply)  # blocks this slot's loop only
+                result, payload, signature = self._run(
+                    request, reply
+                )  # blocks this slot's loop only
             finally:
                 self._leases.pop(request.id, None)
                 with self._counting:
@@ -217,10 +242,16 @@ class Worker:
     def _run(self, request: RunRequest, reply: str) -> tuple[RunResult, bytes, str]:
         """The run, and its result already encoded and signed."""
         try:
-            result = self.pool.run(request.code, request.limits, explain=request.explain, device=request.device)
+            result = self.pool.run(
+                request.code, request.limits, explain=request.explain, device=request.device
+            )
         except Exception as exc:  # noqa: BLE001 - the pool itself failed: the web hears it, the run is not retried
             env = Environment.from_dict(self.pool.environment)
-            result = RunResult(status="killed", message=f"The sandbox on worker {self.id} failed: {exc}", environment=env)
+            result = RunResult(
+                status="killed",
+                message=f"The sandbox on worker {self.id} failed: {exc}",
+                environment=env,
+            )
         payload = encode_result(result)
         return result, payload, self._signature(request.id, reply, payload)
 
@@ -228,7 +259,9 @@ class Worker:
         """What tells the web this result comes from a worker, for this run, sent to it."""
         return self.signer.sign("result", run_id, reply, body=payload)
 
-    async def _deliver(self, nc: Any, reply: str, run_id: str, payload: bytes, signature: str) -> bool:
+    async def _deliver(
+        self, nc: Any, reply: str, run_id: str, payload: bytes, signature: str
+    ) -> bool:
         try:
             headers = {layout.RUN_HEADER: run_id, SIGNATURE_HEADER: signature}
             await nc.request(reply, payload, timeout=5, headers=headers)
@@ -237,7 +270,9 @@ class Worker:
             return False  # the web process is gone: nobody to tell
 
 
-def _loop_factory(running: asyncio.AbstractEventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _loop_factory(
+    running: asyncio.AbstractEventLoop,
+) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The slots' loops are of the main loop's kind (uvloop where the CLI uses it)."""
     try:
         import uvloop

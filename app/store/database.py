@@ -58,7 +58,11 @@ def make_engine(url: str, *, autocommit: bool = False) -> Engine:
         if parsed.database and not in_memory:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # In memory, every connection would get its own empty database: share one.
-        pool = {"poolclass": StaticPool} if in_memory else {"pool_size": POOLED, "max_overflow": 3 * POOLED}
+        pool = (
+            {"poolclass": StaticPool}
+            if in_memory
+            else {"pool_size": POOLED, "max_overflow": 3 * POOLED}
+        )
         engine = create_engine(url, connect_args={"check_same_thread": False}, **pool)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -88,7 +92,10 @@ def _connect_timeout(parsed: Any) -> dict[str, Any]:
     the URL's options and libpq's environment, so it is left out wherever those may say."""
     if parsed.get_backend_name() != "postgresql" or parsed.get_driver_name() not in _LIBPQ_DRIVERS:
         return {}
-    if {"connect_timeout", "service"} & set(parsed.query) or {"PGCONNECT_TIMEOUT", "PGSERVICE"} & set(os.environ):
+    if {"connect_timeout", "service"} & set(parsed.query) or {
+        "PGCONNECT_TIMEOUT",
+        "PGSERVICE",
+    } & set(os.environ):
         return {}
     return {"connect_timeout": CONNECT_TIMEOUT_S}
 
@@ -120,8 +127,16 @@ def shown_url(url: str) -> str:
         parsed = make_url(url)
     except ArgumentError:
         return "(a URL SQLAlchemy cannot read)"
-    hidden = {k: "***" for k in parsed.query if any(word in k.lower() for word in ("pass", "secret", "token", "key"))}
-    return parsed.update_query_dict(hidden).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+    hidden = {
+        k: "***"
+        for k in parsed.query
+        if any(word in k.lower() for word in ("pass", "secret", "token", "key"))
+    }
+    return (
+        parsed.update_query_dict(hidden)
+        .render_as_string(hide_password=True)
+        .replace("%2A%2A%2A", "***")
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -190,7 +205,9 @@ class SqliteWriterTurn:
 
     def __init__(self, database: str | None) -> None:
         self._thread_turn = threading.Lock()
-        self._path = None if not database or database == ":memory:" else Path(database + "-writer.lock")
+        self._path = (
+            None if not database or database == ":memory:" else Path(database + "-writer.lock")
+        )
         self._fd: int | None = None
         self._fd_pid = 0
 

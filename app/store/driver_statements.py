@@ -34,10 +34,14 @@ class DriverQuery:
         self.sql = compiled.string
         self._names = compiled.positiontup  # None where the driver takes named parameters
         # Values fixed in the statement itself (a LIMIT 1 is a parameter too).
-        self._fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
+        self._fixed = {
+            name: bind.value for name, bind in compiled.binds.items() if not bind.required
+        }
         self._error = engine.dialect.loaded_dbapi.Error
         self._dialect = engine.dialect
-        self._converters: list[tuple[int, Callable[[Any], Any]]] | None = None  # from the first result
+        self._converters: list[tuple[int, Callable[[Any], Any]]] | None = (
+            None  # from the first result
+        )
 
     def _converters_for(self, description: Any) -> list[tuple[int, Callable[[Any], Any]]]:
         """Each column's values as SQLAlchemy would hand them back: its own result processors (for
@@ -80,7 +84,9 @@ class DriverQuery:
         return converted
 
 
-def rows_together(conn: Connection, reads: list[tuple[DriverQuery, dict[str, Any]]]) -> list[list[tuple[Any, ...]]]:
+def rows_together(
+    conn: Connection, reads: list[tuple[DriverQuery, dict[str, Any]]]
+) -> list[list[tuple[Any, ...]]]:
     """The rows of several reads, as `DriverQuery.rows` gives each, in one round trip where the
     driver pipelines (psycopg on PostgreSQL: all the statements sent, then all the results read);
     one after another elsewhere (SQLite has no round trips to save). The progress page's four
@@ -152,9 +158,13 @@ class DriverWrite:
         dialect = engine.dialect
         if returning is not None:
             statement = statement.returning(returning)
-        compiled = statement.compile(dialect=dialect, column_keys=list(columns) if columns is not None else None)
+        compiled = statement.compile(
+            dialect=dialect, column_keys=list(columns) if columns is not None else None
+        )
         if columns is not None and set(compiled.binds) - set(columns):
-            raise ValueError(f"{statement!r} also needs {sorted(set(compiled.binds) - set(columns))}")
+            raise ValueError(
+                f"{statement!r} also needs {sorted(set(compiled.binds) - set(columns))}"
+            )
         self.sql = compiled.string
         self._names = compiled.positiontup  # None where the driver takes named parameters
         self._bind = {
@@ -166,7 +176,10 @@ class DriverWrite:
         self._error = dialect.loaded_dbapi.Error
 
     def run(self, conn: Connection, params: dict[str, Any]) -> Any:
-        given = {name: (self._bind[name](value) if name in self._bind else value) for name, value in params.items()}
+        given = {
+            name: (self._bind[name](value) if name in self._bind else value)
+            for name, value in params.items()
+        }
         args = given if self._names is None else [given[name] for name in self._names]
         dbapi_connection = conn.connection.dbapi_connection
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]

@@ -34,9 +34,13 @@ class KeptSummary:
     data: LearnerData
 
     @classmethod
-    def of(cls, data: LearnerData, latest: list[tuple[str, str, bool, int]], recent_kept: int) -> KeptSummary:
+    def of(
+        cls, data: LearnerData, latest: list[tuple[str, str, bool, int]], recent_kept: int
+    ) -> KeptSummary:
         """A summary read whole; `latest` with each row's attempt id, oldest first."""
-        return cls({(q, f): (attempt_id, right) for q, f, right, attempt_id in latest}, recent_kept, data)
+        return cls(
+            {(q, f): (attempt_id, right) for q, f, right, attempt_id in latest}, recent_kept, data
+        )
 
     @property
     def last_id(self) -> int:

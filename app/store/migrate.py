@@ -57,7 +57,9 @@ def revisions() -> tuple[str, ...]:
     one before (`0002_courses.py` is revision "0002", down from "0001"; `ampquiz db revision`
     writes them so), so the head is a look at the folder, not alembic's reading of every file
     (tests check that alembic reads the same chain)."""
-    return tuple(sorted(p.name.split("_", 1)[0] for p in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py")))
+    return tuple(
+        sorted(p.name.split("_", 1)[0] for p in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    )
 
 
 def head() -> str:
@@ -90,7 +92,11 @@ def open_schema(engine: Engine) -> list[str]:
     with schema_turn(engine):
         done = bring_up(engine, upgrade=upgrades_itself(engine))
     for step in done:
-        log.info("the database at %s: %s", shown_url(engine.url.render_as_string(hide_password=False)), step)
+        log.info(
+            "the database at %s: %s",
+            shown_url(engine.url.render_as_string(hide_password=False)),
+            step,
+        )
     return done
 
 
@@ -134,7 +140,9 @@ def bring_up(engine: Engine, *, upgrade: bool) -> list[str]:
             revision = FIRST
         if revision != target:
             if revision is not None and not upgrade:
-                raise SchemaOutOfDate(f"the database at {where} is at revision {revision}, this ampquiz needs {target}: {UPGRADE}")
+                raise SchemaOutOfDate(
+                    f"the database at {where} is at revision {revision}, this ampquiz needs {target}: {UPGRADE}"
+                )
             command.upgrade(settings, target)
             done.append(f"upgraded from {revision or 'empty'} to {target}")
     return done
@@ -232,7 +240,11 @@ class Adoption:
         for column in self.columns:
             kind = column.type.compile(conn.dialect)
             default = " NOT NULL DEFAULT ''" if not column.nullable else ""
-            conn.execute(text(f'ALTER TABLE "{column.table.name}" ADD COLUMN "{column.name}" {kind}{default}'))
+            conn.execute(
+                text(
+                    f'ALTER TABLE "{column.table.name}" ADD COLUMN "{column.name}" {kind}{default}'
+                )
+            )
         for index in self.indexes:
             index.create(conn)
         if self.summaries:
@@ -244,11 +256,24 @@ def fill_summaries(conn: Connection, missing: list[str]) -> None:
     schema = first_schema()
     attempts = schema.tables["attempt"].c
     if "last_answer" in missing:
-        last = select(func.max(attempts.id)).group_by(attempts.learner_id, attempts.question_id, attempts.fingerprint)
-        rows = select(attempts.learner_id, attempts.question_id, attempts.fingerprint, attempts.id, attempts.correct)
+        last = select(func.max(attempts.id)).group_by(
+            attempts.learner_id, attempts.question_id, attempts.fingerprint
+        )
+        rows = select(
+            attempts.learner_id,
+            attempts.question_id,
+            attempts.fingerprint,
+            attempts.id,
+            attempts.correct,
+        )
         conn.execute(schema.tables["last_answer"].insert().from_select(
             ["learner_id", "question_id", "fingerprint", "attempt_id", "correct"], rows.where(attempts.id.in_(last))))  # fmt: skip
     if "topic_score" in missing:
-        rows = select(attempts.learner_id, attempts.topic, func.count(), func.sum(case((attempts.correct, 1), else_=0)))
+        rows = select(
+            attempts.learner_id,
+            attempts.topic,
+            func.count(),
+            func.sum(case((attempts.correct, 1), else_=0)),
+        )
         conn.execute(schema.tables["topic_score"].insert().from_select(
             ["learner_id", "topic", "attempts", "right_attempts"], rows.group_by(attempts.learner_id, attempts.topic)))  # fmt: skip

@@ -69,21 +69,46 @@ class Store:
             }  # fmt: skip
         else:  # a statement each, in one transaction
             self._answer_at_once = None
-            self._write_attempt = DriverWrite(self.engine, sql.ADD_ATTEMPT, columns=sql.ATTEMPT_COLUMNS, returning=sql.ATTEMPTS.c.id)
+            self._write_attempt = DriverWrite(
+                self.engine,
+                sql.ADD_ATTEMPT,
+                columns=sql.ATTEMPT_COLUMNS,
+                returning=sql.ATTEMPTS.c.id,
+            )
             self._write_last = DriverWrite(self.engine, sql.keep_last(self.engine),
                                            columns=("learner_id", "question_id", "fingerprint", "attempt_id", "correct"))  # fmt: skip
             self._write_topic = DriverWrite(self.engine, sql.count_topic(self.engine),
                                             columns=("learner_id", "topic", "attempts", "right_attempts"))  # fmt: skip
-            self._write_card = DriverWrite(self.engine, sql.move_card(self.engine), columns=sql.CARD_COLUMNS)
+            self._write_card = DriverWrite(
+                self.engine, sql.move_card(self.engine), columns=sql.CARD_COLUMNS
+            )
         self._known_learners: set[str] = set()
         # The learner's busiest reads, on the driver's cursor (see DriverQuery).
-        self._question_state, self._attempt_by_id, self._latest, self._by_topic, self._cards, self._recent, self._after = (
+        (
+            self._question_state,
+            self._attempt_by_id,
+            self._latest,
+            self._by_topic,
+            self._cards,
+            self._recent,
+            self._after,
+        ) = (
             DriverQuery(self.engine, q)
-            for q in (sql.QUESTION_STATE, sql.ATTEMPT, sql.LATEST, sql.BY_TOPIC, sql.CARDS, sql.RECENT, sql.AFTER)
+            for q in (
+                sql.QUESTION_STATE,
+                sql.ATTEMPT,
+                sql.LATEST,
+                sql.BY_TOPIC,
+                sql.CARDS,
+                sql.RECENT,
+                sql.AFTER,
+            )
         )
         self._summaries = KeptSummaries()
         self._writer: contextlib.AbstractContextManager[Any] = (
-            SqliteWriterTurn(self.engine.url.database) if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
+            SqliteWriterTurn(self.engine.url.database)
+            if self.engine.dialect.name == "sqlite"
+            else contextlib.nullcontext()
         )
 
     @property
@@ -181,7 +206,9 @@ class Store:
             card_row = self._before_the_attempt(conn, values, review, reschedule)
             attempt_id = self._write_attempt.run(conn, values)
             who = {name: values[name] for name in ("learner_id", "question_id", "fingerprint")}
-            self._write_last.run(conn, {**who, "attempt_id": attempt_id, "correct": values["correct"]})
+            self._write_last.run(
+                conn, {**who, "attempt_id": attempt_id, "correct": values["correct"]}
+            )
             self._write_topic.run(conn, {"learner_id": values["learner_id"], "topic": values["topic"], "attempts": 1,
                                          "right_attempts": int(values["correct"])})  # fmt: skip
             if card_row is not None:
@@ -205,10 +232,14 @@ class Store:
                             reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None) -> dict[str, Any] | None:  # fmt: skip
         """Reads the learner's card for the question and works out its row to write
         (`_card_write`); writes the learner's row on their first answer this process sees."""
-        stored = self._card_of.rows(conn, {"learner": values["learner_id"], "question": values["question_id"]})
+        stored = self._card_of.rows(
+            conn, {"learner": values["learner_id"], "question": values["question_id"]}
+        )
         card_row = _card_write(_card(stored[0]) if stored else None, review, reschedule, values)
         if values["learner_id"] not in self._known_learners:
-            self._write_learner.run(conn, {"id": values["learner_id"], "created_at": values["created_at"]})
+            self._write_learner.run(
+                conn, {"id": values["learner_id"], "created_at": values["created_at"]}
+            )
         return card_row
 
     @reconnecting
@@ -223,18 +254,32 @@ class Store:
         with self.reads.connect() as conn:
             row = conn.execute(sql.CARD, {"learner": learner_id, "question": question_id}).first()
         card = _card(row) if row is not None else None
-        if card is not None and card.fingerprint and fingerprint and card.fingerprint != fingerprint:
+        if (
+            card is not None
+            and card.fingerprint
+            and fingerprint
+            and card.fingerprint != fingerprint
+        ):
             return None
         return card
 
     @reconnecting
     def question_state(
-        self, learner_id: str, question_id: str, fingerprint: str = "", attempt_id: int | None = None
+        self,
+        learner_id: str,
+        question_id: str,
+        fingerprint: str = "",
+        attempt_id: int | None = None,
     ) -> QuestionState:
         """Whether the last attempt at this version of one question was right, and when its review
         card is due: all a question page needs, in one cheap query (it is the busiest page). With
         `attempt_id`, that attempt is read too (the result page), in the same round trip."""
-        reads: list[tuple[DriverQuery, dict[str, Any]]] = [(self._question_state, {"learner": learner_id, "question": question_id, "fingerprint": fingerprint})]
+        reads: list[tuple[DriverQuery, dict[str, Any]]] = [
+            (
+                self._question_state,
+                {"learner": learner_id, "question": question_id, "fingerprint": fingerprint},
+            )
+        ]
         if attempt_id is not None:
             reads.append((self._attempt_by_id, {"id": attempt_id, "learner": learner_id}))
         with self.reads.connect() as conn:
@@ -298,11 +343,19 @@ class Store:
                 by_topic = _by_topic(topic_rows)
                 if len(since) <= self.CATCH_UP and kept.whole_with(since, by_topic):
                     if since:
-                        kept = kept.catch_up(since, by_topic, self._cards_of(conn, learner_id, {a.question_id for a in since}))
+                        kept = kept.catch_up(
+                            since,
+                            by_topic,
+                            self._cards_of(conn, learner_id, {a.question_id for a in since}),
+                        )
                         self._summaries.put(learner_id, kept)
                     return as_asked(kept, asked)
             recent = max(recent, kept.recent_kept if kept is not None else 0)
-            reads: list[tuple[DriverQuery, dict[str, Any]]] = [(self._latest, key), (self._by_topic, key), (self._cards, key)]
+            reads: list[tuple[DriverQuery, dict[str, Any]]] = [
+                (self._latest, key),
+                (self._by_topic, key),
+                (self._cards, key),
+            ]
             if recent:
                 reads.append((self._recent, {**key, "limit": recent}))
             latest, topic_rows, cards, *newest = rows_together(conn, reads)

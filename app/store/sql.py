@@ -31,10 +31,23 @@ _A, _C = ATTEMPTS.c, CARDS_TABLE.c
 STORED_RUN = select(RUNS.c.result).where(RUNS.c.key == bindparam("key"))
 ATTEMPT_ROW = [_A[name] for name in AttemptRow._fields]
 """The attempt's columns in AttemptRow's order (rows are made from them by position)."""
-BY_SUBMIT = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit"))
-ATTEMPT = select(*ATTEMPT_ROW).where(_A.id == bindparam("id"), _A.learner_id == bindparam("learner"))
-SINCE = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since")).order_by(_A.id)
-RECENT = select(*ATTEMPT_ROW).where(_A.learner_id == bindparam("learner")).order_by(_A.id.desc()).limit(bindparam("limit"))
+BY_SUBMIT = select(*ATTEMPT_ROW).where(
+    _A.learner_id == bindparam("learner"), _A.submit_id == bindparam("submit")
+)
+ATTEMPT = select(*ATTEMPT_ROW).where(
+    _A.id == bindparam("id"), _A.learner_id == bindparam("learner")
+)
+SINCE = (
+    select(*ATTEMPT_ROW)
+    .where(_A.learner_id == bindparam("learner"), _A.created_at >= bindparam("since"))
+    .order_by(_A.id)
+)
+RECENT = (
+    select(*ATTEMPT_ROW)
+    .where(_A.learner_id == bindparam("learner"))
+    .order_by(_A.id.desc())
+    .limit(bindparam("limit"))
+)
 AFTER = (
     select(*ATTEMPT_ROW)
     .where(_A.learner_id == bindparam("learner"), _A.id > bindparam("after"))
@@ -45,7 +58,9 @@ AFTER = (
 CARD = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint, _C.card).where(
     _C.learner_id == bindparam("learner"), _C.question_id == bindparam("question")
 )
-CARDS = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint).where(_C.learner_id == bindparam("learner"))
+CARDS = select(_C.learner_id, _C.question_id, _C.due, _C.lapses, _C.fingerprint).where(
+    _C.learner_id == bindparam("learner")
+)
 """A learner's cards in CardRow's order, without the scheduler's JSON."""
 LATEST = (
     select(LAST.c.question_id, LAST.c.fingerprint, LAST.c.correct, LAST.c.attempt_id)
@@ -102,13 +117,17 @@ def _dialect_insert(engine: Engine) -> Any:
     return None
 
 
-def upsert(engine: Engine, table: Any, key: tuple[str, ...], update: Callable[[Any], dict[str, Any]]) -> Any:
+def upsert(
+    engine: Engine, table: Any, key: tuple[str, ...], update: Callable[[Any], dict[str, Any]]
+) -> Any:
     """INSERT of a row with `key`'s columns as its identity, which when that row is there already
     sets `update(the row offered)` on it instead (both databases ampquiz is tested on say it
     natively)."""
     dialect_insert = _dialect_insert(engine)
     if dialect_insert is None:
-        raise NotImplementedError(f"ampquiz keeps learners' summaries on SQLite and PostgreSQL, not {engine.dialect.name}")
+        raise NotImplementedError(
+            f"ampquiz keeps learners' summaries on SQLite and PostgreSQL, not {engine.dialect.name}"
+        )
     insert = dialect_insert(table)
     return insert.on_conflict_do_update(index_elements=list(key), set_=update(insert.excluded))
 
@@ -120,7 +139,9 @@ def insert_ignoring_duplicates(engine: Engine, table: Any, key: str = "id") -> A
     if dialect_insert is None:
         params: list[Any] = [bindparam(c.name) for c in table.columns]
         exists = select(table.c[key]).where(table.c[key] == bindparam(key)).exists()
-        return table.insert().from_select([c.name for c in table.columns], select(*params).where(~exists))
+        return table.insert().from_select(
+            [c.name for c in table.columns], select(*params).where(~exists)
+        )
     return dialect_insert(table).on_conflict_do_nothing()
 
 
@@ -150,8 +171,14 @@ def answer_statement(engine: Engine, *, with_card: bool) -> Any:
     its id, which the learner's last answer takes; the topic's score and (`with_card`) the review
     card are upserted beside it, by the same upserts the answer's single statements use.
     Parameters: the attempt's columns, `right_attempts`, and the card's `card`, `due`, `lapses`."""
-    attempt = ADD_ATTEMPT.values({name: bindparam(name) for name in ATTEMPT_COLUMNS}).returning(_A.id).cte("new_attempt")
-    who: dict[str, Any] = {name: bindparam(name) for name in ("learner_id", "question_id", "fingerprint")}
+    attempt = (
+        ADD_ATTEMPT.values({name: bindparam(name) for name in ATTEMPT_COLUMNS})
+        .returning(_A.id)
+        .cte("new_attempt")
+    )
+    who: dict[str, Any] = {
+        name: bindparam(name) for name in ("learner_id", "question_id", "fingerprint")
+    }
     writes = [
         keep_last(engine).values(**who, attempt_id=select(attempt.c.id).scalar_subquery(), correct=bindparam("correct"))
         .cte("kept_last"),
@@ -160,6 +187,8 @@ def answer_statement(engine: Engine, *, with_card: bool) -> Any:
         .cte("counted_topic"),
     ]  # fmt: skip
     if with_card:
-        card = move_card(engine).values(**who, card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses"))
+        card = move_card(engine).values(
+            **who, card=bindparam("card"), due=bindparam("due"), lapses=bindparam("lapses")
+        )
         writes.append(card.cte("moved_card"))
     return select(attempt.c.id).add_cte(*writes)

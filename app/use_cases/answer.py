@@ -66,7 +66,9 @@ class Kept:
 class Answers:
     """Taking answers: `grade`, then `keep` (a learner's) or `prediction` (a candidate's)."""
 
-    def __init__(self, store: Store, clock: Callable[[], datetime], secret: Callable[[], str]) -> None:
+    def __init__(
+        self, store: Store, clock: Callable[[], datetime], secret: Callable[[], str]
+    ) -> None:
         self.store = store
         self.clock = clock
         self._secret = secret
@@ -76,15 +78,23 @@ class Answers:
         """The order `asker` (a learner's id, or an interview's `interview:TOKEN`) sees a
         multiple-choice question's choices in; None for other kinds."""
         q = loaded.question
-        return choice_order(q, asker, self._secret()) if isinstance(q, MultipleChoiceQuestion) else None
+        return (
+            choice_order(q, asker, self._secret())
+            if isinstance(q, MultipleChoiceQuestion)
+            else None
+        )
 
-    def grade(self, asker: str, loaded: LoadedQuestion, positions: list[int] | None, output: str | None) -> GradedAnswer:
+    def grade(
+        self, asker: str, loaded: LoadedQuestion, positions: list[int] | None, output: str | None
+    ) -> GradedAnswer:
         """An answer as a form or the API sends it: choices by their positions in `asker`'s
         order (`grading.picked_at`), graded by the choices themselves. Raises AnswerError."""
         order = self.order(asker, loaded)
         return grade(loaded, picked=picked_at(positions, order), output=output, order=order)
 
-    def practice_until(self, learner: str, loaded: LoadedQuestion, submit_id: str | None = None) -> datetime | None:
+    def practice_until(
+        self, learner: str, loaded: LoadedQuestion, submit_id: str | None = None
+    ) -> datetime | None:
         """While `learner`'s last answer to this version of the question was wrong and it has not
         come back for review yet, they have seen its key (a wrong answer shows it): an answer
         then is practice, graded and not recorded, and this says when one counts again. None when
@@ -121,13 +131,19 @@ class Answers:
         answer took. `over_rate`: the refusal when the answer is past the answers per minute
         (counted by the caller); raised, and nothing stored, unless the answer is a submit already
         stored, which is answered as the first time. Blocks on the database."""
-        elapsed_s = None if shown_at is None else min(ELAPSED_MOST_S, max(0.0, self.clock().timestamp() - shown_at))
+        elapsed_s = (
+            None
+            if shown_at is None
+            else min(ELAPSED_MOST_S, max(0.0, self.clock().timestamp() - shown_at))
+        )
         until = self.practice_until(learner, loaded, submit_id)
         if until is not None:  # they saw its key: graded, not stored
             if over_rate is not None:
                 raise over_rate
             return Kept(graded, None, True, until)
-        if over_rate is not None and (submit_id is None or self.store.submitted(learner, submit_id) is None):
+        if over_rate is not None and (
+            submit_id is None or self.store.submitted(learner, submit_id) is None
+        ):
             raise over_rate
         saved, is_new = self.record(learner, loaded, graded, submit_id, elapsed_s)
         if not is_new:  # the same submit again: answered as the first time

@@ -67,9 +67,15 @@ def skip_reason(question: AnyQuestion, device_kind: str, torch_version: str = ""
     return None
 
 
-def _diff(expected: str, actual: str, label: str, *, names: tuple[str, str] = ("expected", "actual")) -> str:
+def _diff(
+    expected: str, actual: str, label: str, *, names: tuple[str, str] = ("expected", "actual")
+) -> str:
     lines = difflib.unified_diff(
-        expected.splitlines(), actual.splitlines(), f"{names[0]} {label}", f"{names[1]} {label}", lineterm=""
+        expected.splitlines(),
+        actual.splitlines(),
+        f"{names[0]} {label}",
+        f"{names[1]} {label}",
+        lineterm="",
     )
     return "\n".join(lines)
 
@@ -97,7 +103,13 @@ def printed_contains(printed: str, fragment: str) -> bool:
     number. `float16` is not in `torch.bfloat16`, nor `float` (a key of `stdout_contains: [float]`
     passed for bfloat16 whatever its choice said), nor `1.0` in `1.05` or `-1.0`, nor `inf` in
     `-inf`."""
-    edges = (_BEFORE_NUMBER if _NUMBER_LIKE.match(fragment) else r"(?<!\w)" if fragment[:1].isalnum() or fragment[:1] == "_" else "")
+    edges = (
+        _BEFORE_NUMBER
+        if _NUMBER_LIKE.match(fragment)
+        else r"(?<!\w)"
+        if fragment[:1].isalnum() or fragment[:1] == "_"
+        else ""
+    )
     edges += re.escape(fragment)
     edges += r"(?!\w|\.\d)" if fragment[-1:].isalnum() or fragment[-1:] == "_" else ""
     return re.search(edges, printed) is not None
@@ -109,11 +121,17 @@ def check_expect(expect: Expect, run: RunResult) -> tuple[list[str], str]:
     diff = ""
     if expect.raises:
         if run.exception is None:
-            problems.append(f"expected {expect.raises} to be raised, but the code {'finished' if run.ok else run.status}")
+            problems.append(
+                f"expected {expect.raises} to be raised, but the code {'finished' if run.ok else run.status}"
+            )
         elif not _type_matches(expect.raises, run.exception.type):
-            problems.append(f"expected {expect.raises}, got {run.exception.type}: {run.exception.message}")
+            problems.append(
+                f"expected {expect.raises}, got {run.exception.type}: {run.exception.message}"
+            )
         elif expect.message and expect.message not in run.exception.message:
-            problems.append(f"the {run.exception.type} message does not contain {expect.message!r}: {run.exception.message!r}")
+            problems.append(
+                f"the {run.exception.type} message does not contain {expect.message!r}: {run.exception.message!r}"
+            )
     elif run.status != "ok":
         problems.append(f"the code raised unexpectedly: {_exception_text(run)}")
     actual = normalise_output(run.stdout)
@@ -133,7 +151,9 @@ def check_expect(expect: Expect, run: RunResult) -> tuple[list[str], str]:
     return problems, diff
 
 
-def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, expected: Expect) -> list[str]:
+def _choice_problems(
+    q: MultipleChoiceQuestion, run: RunResult, device: str, expected: Expect
+) -> list[str]:
     """Which choices are marked right, checked against the run: a right choice's outcome must hold
     and a wrong choice's must not. (A right choice whose outcome is the expectation itself was
     checked just before.)"""
@@ -144,9 +164,13 @@ def _choice_problems(q: MultipleChoiceQuestion, run: RunResult, device: str, exp
             continue
         unmet, _ = check_expect(claim, run)
         if choice.correct and unmet:
-            problems.append(f"choice {number} is marked correct, but on {device} the run does not do what its outcome says: {unmet[0]}")
+            problems.append(
+                f"choice {number} is marked correct, but on {device} the run does not do what its outcome says: {unmet[0]}"
+            )
         elif not choice.correct and not unmet:
-            problems.append(f"choice {number} is marked wrong, but on {device} the run does what its outcome says")
+            problems.append(
+                f"choice {number} is marked wrong, but on {device} the run does what its outcome says"
+            )
     return problems
 
 
@@ -180,7 +204,9 @@ def _what_it_did(run: RunResult) -> tuple[str, str, str]:
     return run.status, normalise_output(run.stdout), run.exception.type if run.exception else ""
 
 
-def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult | None = None) -> KeyCheck:
+def check(
+    loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult | None = None
+) -> KeyCheck:
     """What `run` says of the question's key; with `again` (a second run of the same code), also
     whether the code does the same thing each time: a key proved by one lucky run of code that
     prints a random value would grade learners on chance."""
@@ -212,7 +238,11 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
             problems.append(f"printed output differs from the answer on {device}")
             out.diff = _diff(expected, actual, "output")
         elif run.status == "ok":
-            problems += [f"accept: {spelling!r} {why}" for spelling in q.accept if (why := spelled_otherwise(spelling, actual))]
+            problems += [
+                f"accept: {spelling!r} {why}"
+                for spelling in q.accept
+                if (why := spelled_otherwise(spelling, actual))
+            ]
     else:
         assert isinstance(q, MultipleChoiceQuestion) and q.expect is not None
         expect = on_device(q.device_expect, device, q.expect)
@@ -223,7 +253,11 @@ def check(loaded: LoadedQuestion, run: RunResult, device: str, again: RunResult 
     if problems:
         out.result = "fail"
         out.reason = "; ".join(problems)
-        out.exception = run.exception.traceback if run.exception else (run.message if run.status != "ok" else "")
+        out.exception = (
+            run.exception.traceback
+            if run.exception
+            else (run.message if run.status != "ok" else "")
+        )
     return out
 
 
@@ -245,7 +279,11 @@ def verify_questions(
         else:
             assert loaded.question.code is not None
             run = sandbox.run(loaded.question.code, VERIFY_LIMITS)
-            again = sandbox.run(loaded.question.code, again_limits(VERIFY_LIMITS)) if worth_running_again(run) else None
+            again = (
+                sandbox.run(loaded.question.code, again_limits(VERIFY_LIMITS))
+                if worth_running_again(run)
+                else None
+            )
             outcome = check(loaded, run, device, again)
             if outcome.result == "fail":  # explain only what failed: the passing path stays fast
                 explained = sandbox.run(loaded.question.code, VERIFY_LIMITS, explain=True)

@@ -39,7 +39,9 @@ def studio_check(book: ProofBook, loaded: LoadedQuestion, run: RunResult) -> Key
     nothing of it (a right CUDA key was reported as "differs from the answer on cpu")."""
     reason = not_checked_here(book, loaded)
     if reason:
-        return KeyCheck(loaded.id, loaded.set_id, "skip", book.device, f"not checked on this server: {reason}")
+        return KeyCheck(
+            loaded.id, loaded.set_id, "skip", book.device, f"not checked on this server: {reason}"
+        )
     return check(loaded, run, book.device)
 
 
@@ -57,11 +59,19 @@ async def snippet_key(n: int, code: str, run: Callable[[str], Awaitable[RunResul
     """Ad-hoc snippet `n`'s key: what `code` printed, run (by `run`) twice to see it is the same
     each time. Raises NoOneAnswer; what `run` raises (a full queue, the sandbox down) passes."""
     if chance := unrepeatable(code):  # two runs in one warm process agree on these by luck
-        raise NoOneAnswer(f"ad-hoc snippet {n} {chance[0]}, so it has no one answer: print nothing that depends on it")
+        raise NoOneAnswer(
+            f"ad-hoc snippet {n} {chance[0]}, so it has no one answer: print nothing that depends on it"
+        )
     first = await run(code)
     if first.status != "ok":
-        why = f"{first.exception.type}: {first.exception.message}" if first.exception else (first.message or first.status)
-        raise NoOneAnswer(f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer")
+        why = (
+            f"{first.exception.type}: {first.exception.message}"
+            if first.exception
+            else (first.message or first.status)
+        )
+        raise NoOneAnswer(
+            f"ad-hoc snippet {n} did not run to the end ({why}); its output is its answer"
+        )
     if not first.stdout.strip():
         raise NoOneAnswer(f"ad-hoc snippet {n} printed nothing; what it prints is its answer, and a candidate "
                           "cannot send an empty prediction: print what the candidate should predict")  # fmt: skip
@@ -73,7 +83,9 @@ async def snippet_key(n: int, code: str, run: Callable[[str], Awaitable[RunResul
     return first.stdout
 
 
-def interview_proof(book: ProofBook, records: list[Record], snippet_ids: Container[str], loaded: LoadedQuestion) -> Proof:
+def interview_proof(
+    book: ProofBook, records: list[Record], snippet_ids: Container[str], loaded: LoadedQuestion
+) -> Proof:
     """What proved the key of an interview's question: an ad-hoc snippet's (`snippet_ids`) by its
     run when the interview was made (`snippet_key`); a bank question's as this server holds it."""
     if loaded.id in snippet_ids:

@@ -22,7 +22,7 @@ ProofLine = Callable[[LoadedQuestion], str]
 
 
 def proof_line_from(records: list[Record], loaded: LoadedQuestion) -> str:
-    """"Answer verified by running on CPU · torch 2.13.0 · 2026-11-22" (one clause per device that
+    """ "Answer verified by running on CPU · torch 2.13.0 · 2026-11-22" (one clause per device that
     passed), "Conceptual — no code to run", or why the key is not proved ("Answer not proved by
     running: not yet verified on CUDA")."""
     if not loaded.question.code:
@@ -63,11 +63,17 @@ def without_contradicted_keys(bank: Bank) -> tuple[Bank, list[str]]:
             folder = Path(loaded.path).parent
             records = by_folder.setdefault(folder, load_records(folder))
             said = contradicted(records, loaded) if loaded.question.code else None
-            words = words_against_key(loaded.question) if isinstance(loaded.question, MultipleChoiceQuestion) else []
+            words = (
+                words_against_key(loaded.question)
+                if isinstance(loaded.question, MultipleChoiceQuestion)
+                else []
+            )
             if said is not None:
                 left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: {said.label}")
             elif words:  # the live server holds these back too (`app.verify.proofs`)
-                left_out.append(f"{loaded.path}:{loaded.line}: {loaded.id}: the right choice's words disagree with its outcome: {words[0]}")
+                left_out.append(
+                    f"{loaded.path}:{loaded.line}: {loaded.id}: the right choice's words disagree with its outcome: {words[0]}"
+                )
             else:
                 kept.append(loaded)
         if kept:

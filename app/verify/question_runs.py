@@ -102,7 +102,13 @@ class QuestionRuns:
 
     def _shelf_key(self, key: Key) -> str:
         env = self.queue.environment
-        what = [key[0], key[1], env.get("device_kind"), env.get("torch_version"), env.get("device_name")]
+        what = [
+            key[0],
+            key[1],
+            env.get("device_kind"),
+            env.get("torch_version"),
+            env.get("device_name"),
+        ]
         return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
     async def _shelved_or_run(self, key: Key) -> RunResult:
@@ -114,7 +120,9 @@ class QuestionRuns:
                     return RunResult.from_dict(json.loads(kept))
             except Exception:  # a database hiccup costs a run, never the page
                 log.exception("reading a kept question run failed; running it")
-        result = await self.queue.run(key[0], explain=True, device=key[1], subject="This question's code", lane="question")
+        result = await self.queue.run(
+            key[0], explain=True, device=key[1], subject="This question's code", lane="question"
+        )
         if self.shelf is not None and result.status not in TRANSIENT:
             try:
                 await asyncio.to_thread(self.shelf.keep_run, shelf_key, result.to_json())

@@ -55,7 +55,10 @@ def _question_hash(question: AnyQuestion) -> str:
         if data.get(later) is None:
             data.pop(later, None)
     if question.kind == "multiple_choice":  # which choice is right, and what each says the run does
-        data["choices"] = [c.model_dump(mode="json", include={"correct", "outcome", "device_outcome"}) for c in question.choices]
+        data["choices"] = [
+            c.model_dump(mode="json", include={"correct", "outcome", "device_outcome"})
+            for c in question.choices
+        ]
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -166,7 +169,10 @@ def contradicted(records: list[Record], loaded: LoadedQuestion) -> Verification 
     """The newest record of the device the question asks about, where its run contradicted the
     key as it is now: such a key is graded nowhere (the live server holds it back, an export
     leaves it out). A record of another device checked that device's output, not the key."""
-    asked = next((v for v in verifications(records, loaded) if v.device_kind == loaded.question.asks_about), None)
+    asked = next(
+        (v for v in verifications(records, loaded) if v.device_kind == loaded.question.asks_about),
+        None,
+    )
     return asked if asked is not None and asked.result == "fail" else None
 
 
@@ -294,7 +300,9 @@ def write_mutant_record(
 
 def recorded_hashes(entry: dict[str, Any]) -> dict[str, Any]:
     """A recorded question's mutants as rule -> hash."""
-    return {str(m.get("rule")): m.get("hash") for m in entry.get("mutants") or [] if isinstance(m, dict)}
+    return {
+        str(m.get("rule")): m.get("hash") for m in entry.get("mutants") or [] if isinstance(m, dict)
+    }
 
 
 def fresh_mutants(entry: dict[str, Any], current: dict[str, str]) -> list[dict[str, Any]]:

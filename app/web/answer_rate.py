@@ -43,7 +43,9 @@ class AnswerRate:
     """`take(learner, address)` before grading an answer: raises TooManyAnswers past a bucket.
     A limit of 0 turns that bucket off (a benchmark's learners answer with no pause at all)."""
 
-    def __init__(self, per_learner: int, per_address: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, per_learner: int, per_address: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.limits = {"learner": per_learner, "address": per_address}
         self.clock = clock
         self.buckets: dict[tuple[str, str], tuple[float, float]] = {}
@@ -51,7 +53,10 @@ class AnswerRate:
 
     def take(self, learner: str, address: str) -> None:
         now = self.clock()
-        wanted = [(("learner", learner), self.limits["learner"]), (("address", address), self.limits["address"])]
+        wanted = [
+            (("learner", learner), self.limits["learner"]),
+            (("address", address), self.limits["address"]),
+        ]
         left = {}
         for key, per_minute in wanted:
             if per_minute <= 0:

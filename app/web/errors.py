@@ -87,7 +87,9 @@ class NotGraded(AppError):
 
 class SandboxDown(AppError):
     status = 503
-    message = "The sandbox that runs code is not working right now; the error was logged. Try again soon."
+    message = (
+        "The sandbox that runs code is not working right now; the error was logged. Try again soon."
+    )
 
 
 class TooManyRuns(AppError):
@@ -200,7 +202,9 @@ def install_error_handlers(app: FastAPI) -> None:
             if exc.detail and exc.detail != "Not Found":
                 message = str(exc.detail)
         elif exc.status_code == 413:  # app.web.middleware.BodyLimit stopped reading a streamed body
-            message = too_large_message(getattr(request.app.state, "settings", None), request.url.path)
+            message = too_large_message(
+                getattr(request.app.state, "settings", None), request.url.path
+            )
         else:
             message = str(exc.detail)
         return render_error(request, exc.status_code, message, dict(exc.headers or {}))

@@ -144,7 +144,9 @@ class BodyLimit:
 
 def _too_large(scope: Scope) -> Response:
     request = Request(scope)
-    return render_error(request, 413, too_large_message(scope["app"].state.settings, request.url.path))
+    return render_error(
+        request, 413, too_large_message(scope["app"].state.settings, request.url.path)
+    )
 
 
 def _cookies(scope: Scope) -> list[tuple[str, str]]:

@@ -30,7 +30,9 @@ class PageThreads:
     def __init__(self, threads: int, name: str = "page") -> None:
         self.threads = threads
         self.name = name
-        self._jobs: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None]
+        self._jobs: queue.SimpleQueue[
+            tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None
+        ]
         self._jobs = queue.SimpleQueue()
         self._started: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -79,8 +81,12 @@ class PageThreads:
                 thread.join()
 
 
-def _do(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], work: Callable[[], Any]) -> None:
-    if done.cancelled():  # a read of a flag the loop's thread sets: at worst the work is done unseen
+def _do(
+    loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], work: Callable[[], Any]
+) -> None:
+    if (
+        done.cancelled()
+    ):  # a read of a flag the loop's thread sets: at worst the work is done unseen
         return
     try:
         result = work()
@@ -94,7 +100,12 @@ def _do(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], work: Callab
         _hand_back(loop, done, _return, result)
 
 
-def _hand_back(loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], settle: Callable[..., None], value: Any) -> None:
+def _hand_back(
+    loop: asyncio.AbstractEventLoop,
+    done: asyncio.Future[Any],
+    settle: Callable[..., None],
+    value: Any,
+) -> None:
     try:
         loop.call_soon_threadsafe(settle, done, value)
     except RuntimeError:  # the loop is closed: no one awaits the page any more

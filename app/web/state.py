@@ -166,12 +166,16 @@ class WebState:
         if too_long is not None:
             return None, too_long
         try:
-            result = await self.run_queue.run(code, explain=explain, device=device, owners=self.owners(request))
+            result = await self.run_queue.run(
+                code, explain=explain, device=device, owners=self.owners(request)
+            )
         except RUN_REFUSED as exc:
             return None, run_refusal(exc)
         return result.to_dict(), None
 
-    async def question_run(self, loaded: LoadedQuestion) -> tuple[dict[str, Any] | None, str | None]:
+    async def question_run(
+        self, loaded: LoadedQuestion
+    ) -> tuple[dict[str, Any] | None, str | None]:
         """The question's run (shared by every learner) as a dict, or why there is none right now."""
         if not loaded.question.code:
             return None, None
@@ -186,7 +190,9 @@ class WebState:
                 del self._run_dicts[next(iter(self._run_dicts))]
         return found[1], None
 
-    def question_state(self, learner: str, loaded: LoadedQuestion, attempt_id: int | None = None) -> tuple[str, AttemptRow | None]:
+    def question_state(
+        self, learner: str, loaded: LoadedQuestion, attempt_id: int | None = None
+    ) -> tuple[str, AttemptRow | None]:
         """One question's status for one learner, without reading their whole history, and the
         attempt asked for when it is theirs (the result page). Blocks on the database."""
         found = self.store.question_state(learner, loaded.id, loaded.fingerprint, attempt_id)

@@ -362,7 +362,9 @@ def reason_for(
             return "run in float32 by autocast (it is on autocast's float32 list)"
         if len(distinct) > 1 and out_dtype == distinct[-1]:
             return f"promoted to the widest input ({out_dtype}) under autocast"
-        if distinct == ["float64"]:  # before "follows its input": autocast passed it over, not the op
+        if distinct == [
+            "float64"
+        ]:  # before "follows its input": autocast passed it over, not the op
             return "its inputs are float64, which autocast never casts: it casts only float32, float16 and bfloat16 ones"
         if distinct == [out_dtype]:
             return f"follows its input ({out_dtype}); autocast did not change it"

@@ -38,7 +38,9 @@ class IterationLog:
             self._close_iteration()
 
     def _close_iteration(self) -> None:
-        keys = [tuple(e.items()) for e in self._pending]  # each kind is built with its keys in one order
+        keys = [
+            tuple(e.items()) for e in self._pending
+        ]  # each kind is built with its keys in one order
         if keys == self._last_keys:
             for entry in self._last_block:
                 entry["count"] += 1

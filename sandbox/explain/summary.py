@@ -133,8 +133,10 @@ def _without_autocast(ops: list[OpRecord], cast: OpRecord) -> str | None:
               and o["output"] and o["output"]["dtype"] != dt and o["line"] is not None), None)  # fmt: skip
     if o is None:
         return None
-    return (f"{o['name']}{_line(o['line'])} ran with autocast off, so it returned {_out_dtype(o)}, "
-            f"its inputs' dtype, where under autocast{_line(cast['line'])} it returned {dt}.")
+    return (
+        f"{o['name']}{_line(o['line'])} ran with autocast off, so it returned {_out_dtype(o)}, "
+        f"its inputs' dtype, where under autocast{_line(cast['line'])} it returned {dt}."
+    )
 
 
 def _out_dtype(op: OpRecord) -> str:

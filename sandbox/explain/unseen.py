@@ -82,7 +82,15 @@ def _shown_to_no_one(_message: Any) -> None:
 
 
 DECOMPOSED_PAST_AUTOCAST = frozenset(
-    {"bilinear", "linalg_pinv", "linalg_svdvals", "linalg_eigvalsh", "linalg_cond", "_sparse_mm", "_sparse_addmm"}
+    {
+        "bilinear",
+        "linalg_pinv",
+        "linalg_svdvals",
+        "linalg_eigvalsh",
+        "linalg_cond",
+        "_sparse_mm",
+        "_sparse_addmm",
+    }
 )
 """Ops (by the torch function's name) that autocast reaches only inside torch's decomposition of
 them, and that any Python dispatch mode (the explainer's ops trace) puts out of its reach: under

@@ -22,7 +22,11 @@ config = context.config
 def render_item(kind: str, obj: Any, _autogen: Any) -> str | Literal[False]:
     """SQLModel's column types (`AutoString`, `UTCDateTime`) written as the SQLAlchemy types
     under them: a revision stays as it was written whatever the models' library becomes."""
-    if kind == "type" and isinstance(obj, TypeDecorator) and type(obj).__module__.startswith("sqlmodel"):
+    if (
+        kind == "type"
+        and isinstance(obj, TypeDecorator)
+        and type(obj).__module__.startswith("sqlmodel")
+    ):
         return f"sa.{obj.impl_instance!r}"
     return False
 

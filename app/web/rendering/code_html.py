@@ -21,7 +21,9 @@ def indent_class(line: str, prefix: int = 0) -> str:
     """`i8` for a line indented by 8 spaces after its first `prefix` characters (a diff's `+`),
     or "" for one that is not: see `highlight`."""
     text = line[prefix:]
-    return f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
+    return (
+        f"i{min(DEEPEST_INDENT, len(text) - len(text.lstrip(' ')))}" if text.startswith(" ") else ""
+    )
 
 
 _BREAKS = r"[.(,\[]"
@@ -45,10 +47,17 @@ def highlight(code: str | None) -> Markup:
     # under its own text (app.css): at column 0, `opt = torch.optim.AdamW(` inside an `if` read
     # as two statements at the outer level.
     # One pass over the HTML (a replace per line rescanned it from the start: 0.6 s for 2,000 lines).
-    depths = {number: depth for number, line in enumerate(code.splitlines(), 1) if (depth := indent_class(line))}
+    depths = {
+        number: depth
+        for number, line in enumerate(code.splitlines(), 1)
+        if (depth := indent_class(line))
+    }
     if depths:
         html = _LINE_SPAN.sub(
-            lambda m: f'<span id="L-{m[1]}" class="{depths[n]}">' if (n := int(m[1])) in depths else m[0], html
+            lambda m: (
+                f'<span id="L-{m[1]}" class="{depths[n]}">' if (n := int(m[1])) in depths else m[0]
+            ),
+            html,
         )
     # On a phone a long line wraps (app.css). A dotted call is one word to the browser: it moved
     # whole to the row under the line's number, which stood alone, and then broke inside a name
@@ -114,7 +123,10 @@ def pygments_css() -> str:
             value = m.group(1)
             if len(value) == 4:
                 value = "#" + "".join(c * 2 for c in value[1:])
-            light, dark = _readable(value.lower(), CODE_BG["light"]), _readable(value.lower(), CODE_BG["dark"])
+            light, dark = (
+                _readable(value.lower(), CODE_BG["light"]),
+                _readable(value.lower(), CODE_BG["dark"]),
+            )
             return f"color: light-dark({light}, {dark})"
 
         out.append(re.sub(r"color: (#[0-9A-Fa-f]{3,6})", both, rule.split(" /*")[0]))

@@ -21,7 +21,9 @@ class SharedFragments:
         self._lock = threading.Lock()
         self._html: OrderedDict[tuple[str, int], tuple[object, Markup]] = OrderedDict()
 
-    def render(self, templates: Jinja2Templates, template_name: str, subject: object, **context: Any) -> Markup:
+    def render(
+        self, templates: Jinja2Templates, template_name: str, subject: object, **context: Any
+    ) -> Markup:
         key = (template_name, id(subject))
         with self._lock:
             found = self._html.get(key)

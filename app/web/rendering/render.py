@@ -161,7 +161,11 @@ def scaler_desc(event: Any) -> str:
         )
     if kind == "error":
         call = event.get("call")
-        return f"{call}() raised {event.get('error', 'an error')}" if call else str(event.get("error", "an error"))
+        return (
+            f"{call}() raised {event.get('error', 'an error')}"
+            if call
+            else str(event.get("error", "an error"))
+        )
     if kind == "misuse":
         return str(event.get("message") or "misused")
     if kind == "update":
@@ -269,7 +273,12 @@ class _PagesCodeGenerator(jinja2.compiler.CodeGenerator):
     good as a Markup."""
 
     def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
-        if frame.eval_ctx.autoescape and not frame.eval_ctx.volatile and finalize.src is None and _FAST_ESCAPE:
+        if (
+            frame.eval_ctx.autoescape
+            and not frame.eval_ctx.volatile
+            and finalize.src is None
+            and _FAST_ESCAPE
+        ):
             self.write("environment.escaped_text(")
         else:
             super()._output_child_pre(node, frame, finalize)
@@ -307,7 +316,9 @@ class _PagesEnvironment(jinja2.Environment):
 
 def make_templates() -> Jinja2Templates:
     loader = jinja2.FileSystemLoader(str(TEMPLATES))
-    templates = Jinja2Templates(env=_PagesEnvironment(loader=loader, autoescape=jinja2.select_autoescape()))
+    templates = Jinja2Templates(
+        env=_PagesEnvironment(loader=loader, autoescape=jinja2.select_autoescape())
+    )
     env = templates.env
     env.filters.update(
         markdown=markdown,
@@ -325,8 +336,14 @@ def make_templates() -> Jinja2Templates:
         utc_minute=utc_minute,
     )
     env.globals.update(
-        static_version=STATIC_VERSION, status_labels=STATUS_LABELS, percent=percent, minutes_and_seconds=minutes_and_seconds,
-        longest_prediction=LONGEST_PREDICTION, indent_class=indent_class, with_breaks=with_breaks, diff_lines=diff_lines,
+        static_version=STATIC_VERSION,
+        status_labels=STATUS_LABELS,
+        percent=percent,
+        minutes_and_seconds=minutes_and_seconds,
+        longest_prediction=LONGEST_PREDICTION,
+        indent_class=indent_class,
+        with_breaks=with_breaks,
+        diff_lines=diff_lines,
     )
     env.trim_blocks = True
     env.lstrip_blocks = True
@@ -334,7 +351,9 @@ def make_templates() -> Jinja2Templates:
     return templates
 
 
-def render_page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
+def render_page(
+    state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any
+) -> Response:
     """A page from its template, with what every page shows (the sandbox's environment and the
     proof counts). Blocking: call it where the page's database reads are made, in the page thread
     (`in_thread`), so a request makes one trip off the event loop, not one per step."""
@@ -351,7 +370,11 @@ async def in_thread(state: WebState, work: Callable[[], T]) -> T:
     return await state.page_threads.run(work)
 
 
-async def page(state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any) -> Response:
+async def page(
+    state: WebState, request: Request, template_name: str, status_code: int = 200, **context: Any
+) -> Response:
     """`render_page` in the page threads: a page showing a run renders what the snippet's process
     reported (bounded by the pool, but still the largest thing a page holds)."""
-    return await in_thread(state, lambda: render_page(state, request, template_name, status_code, **context))
+    return await in_thread(
+        state, lambda: render_page(state, request, template_name, status_code, **context)
+    )

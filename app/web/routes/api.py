@@ -78,8 +78,9 @@ class QuestionOut(BaseModel):
     requires: Literal["cpu", "cuda", "any"]
     asks_about: Literal["cpu", "cuda"] = Field(description="The device whose output is the answer.")
     choices: list[ChoiceOut] | None = Field(
-        None, description="In your own order (stable for you), each with its position there "
-        "(`index`); answer with those."
+        None,
+        description="In your own order (stable for you), each with its position there "
+        "(`index`); answer with those.",
     )
     multiple: bool | None = Field(None, description="More than one choice is right: pick them all.")
     status: Literal["new", "right", "wrong", "due"] | None = None
@@ -98,21 +99,25 @@ class SetDetailOut(SetOut):
     questions: list[QuestionOut]
 
 
-_SUBMIT_ID_SCHEMA = WithJsonSchema({"type": "string", "maxLength": SUBMIT_ID_MOST, "pattern": SUBMIT_ID_PATTERN})
+_SUBMIT_ID_SCHEMA = WithJsonSchema(
+    {"type": "string", "maxLength": SUBMIT_ID_MOST, "pattern": SUBMIT_ID_PATTERN}
+)
 """What `submit_id_problem` takes, said in the schema as the field's constraints would say it."""
 
 
 class AnswerIn(BaseModel):
     choices: list[int] | None = Field(
-        None, description="Multiple choice: the picked choices' `index` values: their positions in "
-        "your own order, as the question lists them (0 is the first)."
+        None,
+        description="Multiple choice: the picked choices' `index` values: their positions in "
+        "your own order, as the question lists them (0 is the first).",
     )
     output: str | None = Field(
         None, max_length=LONGEST_PREDICTION, description="Predict output: what you think it prints."
     )
     submit_id: Annotated[str, _SUBMIT_ID_SCHEMA] | None = Field(
-        None, description="Optional: an id of your own for this submit; sending "
-        "the same one again returns the first attempt instead of recording another."
+        None,
+        description="Optional: an id of your own for this submit; sending "
+        "the same one again returns the first attempt instead of recording another.",
     )
 
     @field_validator("output", mode="before")
@@ -134,13 +139,17 @@ class AnswerIn(BaseModel):
 
 class AttemptOut(BaseModel):
     ok: Literal[True] = True
-    attempt_id: int | None = Field(description="The stored attempt; null for a practice answer (see `recorded`).")
+    attempt_id: int | None = Field(
+        description="The stored attempt; null for a practice answer (see `recorded`)."
+    )
     recorded: bool = Field(
-        True, description="False for practice: your last answer to this question was wrong and showed its key, and it "
+        True,
+        description="False for practice: your last answer to this question was wrong and showed its key, and it "
         "has not come back for review yet. Graded, not stored; the question stays to revisit.",
     )
     counts_again_at: datetime | None = Field(
-        None, description="For a practice answer: when an answer to this question counts again (it is due for review)."
+        None,
+        description="For a practice answer: when an answer to this question counts again (it is due for review).",
     )
     question_id: str
     correct: bool
@@ -161,8 +170,9 @@ class RunIn(BaseModel):
         False, description="Trace ops, autocast casts, GradScaler events and hazards."
     )
     device: Literal["cpu", "cuda"] | None = Field(
-        None, description="Where to run it: `cpu`, `cuda`, or null for wherever (see /healthz's "
-        "`sandbox.devices`). A device nothing online has answers at once with status `unavailable`."
+        None,
+        description="Where to run it: `cpu`, `cuda`, or null for wherever (see /healthz's "
+        "`sandbox.devices`). A device nothing online has answers at once with status `unavailable`.",
     )
 
 
@@ -193,10 +203,15 @@ def _set_out(standing: Standing, loaded_set: LoadedSet) -> dict[str, Any]:
     }
 
 
-def _question_out(state: WebState, learner: str, loaded: LoadedQuestion, status: str) -> dict[str, Any]:
+def _question_out(
+    state: WebState, learner: str, loaded: LoadedQuestion, status: str
+) -> dict[str, Any]:
     proof = state.proof(loaded)
     return public_question(
-        loaded, status, order=state.answers.order(learner, loaded), proof={"state": proof.state, "badges": proof.badges}
+        loaded,
+        status,
+        order=state.answers.order(learner, loaded),
+        proof={"state": proof.state, "badges": proof.badges},
     )
 
 
@@ -215,7 +230,9 @@ async def get_set(set_id: str, state: State, learner: Learner) -> Any:
         raise NotFound(f"There is no question set {set_id!r}.")
     standing = await in_thread(state, lambda: state.standing(learner))
     out = _set_out(standing, loaded_set)
-    out["questions"] = [_question_out(state, learner, q, standing.status(q.id)) for q in loaded_set.questions]
+    out["questions"] = [
+        _question_out(state, learner, q, standing.status(q.id)) for q in loaded_set.questions
+    ]
     return out
 
 
@@ -240,7 +257,9 @@ async def list_questions(
 async def get_question(question_id: str, state: State, learner: Learner) -> Any:
     loaded = state.question(question_id)
     state.question_runs.prefetch(loaded)
-    return _question_out(state, learner, loaded, await in_thread(state, lambda: state.status(learner, loaded)))
+    return _question_out(
+        state, learner, loaded, await in_thread(state, lambda: state.status(learner, loaded))
+    )
 
 
 @router.post(
@@ -262,7 +281,9 @@ async def submit_attempt(
     and nothing is stored."""
     loaded = state.question(question_id)
     try:  # TooManyAnswers (429) past the answers per minute
-        kept = await state.answer(request, learner, loaded, answer.choices, answer.output, answer.submit_id)
+        kept = await state.answer(
+            request, learner, loaded, answer.choices, answer.output, answer.submit_id
+        )
     except AnswerError as exc:
         raise AppError(str(exc)) from None
     result, message = await state.question_run(loaded) if run else (None, None)
@@ -291,7 +312,9 @@ async def run_code(body: RunIn, state: State, request: Request) -> Any:
     )
     # Serialised straight from the dataclass as FastAPI would (NaN and infinities become null),
     # without validating our own output against RunOut.
-    return Response(to_json({"ok": True, "run": result}, inf_nan_mode="null"), media_type="application/json")
+    return Response(
+        to_json({"ok": True, "run": result}, inf_nan_mode="null"), media_type="application/json"
+    )
 
 
 class RunRoute(APIRoute):
@@ -306,7 +329,13 @@ class RunRoute(APIRoute):
             media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if media_type != "application/json" and not media_type.endswith("+json"):
                 raise RequestValidationError(
-                    [{"type": "json_type", "loc": ("body",), "msg": "send JSON (Content-Type: application/json)"}]
+                    [
+                        {
+                            "type": "json_type",
+                            "loc": ("body",),
+                            "msg": "send JSON (Content-Type: application/json)",
+                        }
+                    ]
                 )
             try:
                 body = RunIn.model_validate_json(await request.body())

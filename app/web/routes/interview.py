@@ -109,7 +109,9 @@ async def _candidate_page(
         # Not started: a page that says what is coming, and a button that starts it. Opening the
         # link never starts the clock: link previews and mail scanners open links too.
         context.update(not_started=True, minutes=interview.minutes, **extra)
-        return await page(state, request, "interview/candidate.html", status_code=status_code, **context)
+        return await page(
+            state, request, "interview/candidate.html", status_code=status_code, **context
+        )
     if current is not None:
         if current.opened_at is None:
             await record(
@@ -156,7 +158,13 @@ async def start(token: str, request: Request, state: State) -> Response:
     interview = await by_candidate_token(state, token)
     done = progress(interview, await events_of(state, interview))
     if done.current is not None and done.started_at is None:
-        await record(request, state, interview, "opened", {"question": done.current.id, "index": done.position})
+        await record(
+            request,
+            state,
+            interview,
+            "opened",
+            {"question": done.current.id, "index": done.position},
+        )
     return RedirectResponse(f"/interview/{token}", status_code=303)
 
 
@@ -175,7 +183,9 @@ async def predict(
     if _time_is_up(state, interview, done):
         return await _candidate_page(request, state, token, TimeIsUp.status, error=TimeIsUp.message)
     loaded = _question(state, interview, current.id)
-    if loaded.id not in interview.snippets:  # a snippet's key was proved when the interview was made
+    if (
+        loaded.id not in interview.snippets
+    ):  # a snippet's key was proved when the interview was made
         await state.ensure_gradeable_by_its_run(loaded)
     if current.opened_at is None:  # answered without the page (a script): the time starts now
         await record(request, state, interview, "opened", {"question": current.id})
@@ -183,7 +193,9 @@ async def predict(
     said = {"confidence": confidence, "choice": choice, "output": output}
     proof = _proof(state, interview, loaded)
     try:
-        predicted = state.answers.prediction(_candidate_key(token), loaded, proof, choice, output or "", confidence)
+        predicted = state.answers.prediction(
+            _candidate_key(token), loaded, proof, choice, output or "", confidence
+        )
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc), said=said)
     await record(request, state, interview, "predicted", predicted)
@@ -208,7 +220,11 @@ async def _run(
     if run is None:
         return None, refusal
     await record(
-        request, state, interview, "run", entries.ran(_question(state, interview, current.id), code, run)
+        request,
+        state,
+        interview,
+        "run",
+        entries.ran(_question(state, interview, current.id), code, run),
     )
     return run, None
 
@@ -248,10 +264,18 @@ async def run_panel(
 async def next_question(token: str, request: Request, state: State) -> Response:
     interview = await by_candidate_token(state, token)
     done = progress(interview, await events_of(state, interview))
-    if done.current is not None and done.started_at is not None and _time_is_up(state, interview, done):
+    if (
+        done.current is not None
+        and done.started_at is not None
+        and _time_is_up(state, interview, done)
+    ):
         # Nothing more can count: the candidate ends it, and the interviewer's log says so.
-        await record(request, state, interview, "finished", {"question": done.current.id, "time_up": True})
-    elif done.current is not None and (done.current.prediction is not None or _under_review(state, interview, done.current.id)):
+        await record(
+            request, state, interview, "finished", {"question": done.current.id, "time_up": True}
+        )
+    elif done.current is not None and (
+        done.current.prediction is not None or _under_review(state, interview, done.current.id)
+    ):
         last = done.position + 1 >= len(done.questions)
         await record(
             request, state, interview, "finished" if last else "next", {"question": done.current.id}
@@ -265,6 +289,12 @@ async def extend(token: str, request: Request, state: State) -> Response:
     interview = await by_candidate_token(state, token)
     done = progress(interview, await events_of(state, interview))
     started = done.started_at is not None
-    if interview.minutes and started and not done.extra_s and not done.finished and not _time_is_up(state, interview, done):
+    if (
+        interview.minutes
+        and started
+        and not done.extra_s
+        and not done.finished
+        and not _time_is_up(state, interview, done)
+    ):
         await record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
     return RedirectResponse(f"/interview/{token}", status_code=303)

@@ -71,7 +71,9 @@ async def host_events(
     async def stream() -> Any:
         yield "retry: 500\n\n"
         if replay:
-            for stored in await in_thread(state, lambda: model.events(state.store, interview_id, after)):
+            for stored in await in_thread(
+                state, lambda: model.events(state.store, interview_id, after)
+            ):
                 yield _sse(stored)
             return
         async for event in hub.follow(state.store, interview_id, after):

@@ -25,11 +25,15 @@ _DIGITS = re.compile(r"^\d{1,12}$")
 _PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f]*$")
 
 
-def page_route(router: APIRouter, path: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable[[Handler], Handler]:
+def page_route(
+    router: APIRouter, path: str, *, methods: tuple[str, ...] = ("GET",)
+) -> Callable[[Handler], Handler]:
     """Registers `handler(request)` for `path` on `router`, under the handler's name."""
 
     def register(handler: Handler) -> Handler:
-        router.add_route(path, handler, methods=list(methods), name=handler.__name__, include_in_schema=False)
+        router.add_route(
+            path, handler, methods=list(methods), name=handler.__name__, include_in_schema=False
+        )
         return handler
 
     return register
@@ -50,7 +54,9 @@ def as_int(where: str, name: str, value: str | None) -> int | None:
     try:
         return int(value.strip())
     except ValueError:
-        raise invalid(where, name, "Input should be a valid integer, unable to parse string as an integer") from None
+        raise invalid(
+            where, name, "Input should be a valid integer, unable to parse string as an integer"
+        ) from None
 
 
 def as_float(where: str, name: str, value: str | None) -> float | None:
@@ -59,7 +65,9 @@ def as_float(where: str, name: str, value: str | None) -> float | None:
     try:
         return float(value.strip())
     except ValueError:
-        raise invalid(where, name, "Input should be a valid number, unable to parse string as a number") from None
+        raise invalid(
+            where, name, "Input should be a valid number, unable to parse string as a number"
+        ) from None
 
 
 def digits(where: str, name: str, value: str | None) -> str | None:
@@ -79,7 +87,9 @@ def whole_number_or_none(value: str | None) -> int | None:
     """`as_int` for a link's query, where a bad value is dropped rather than refused: a whole
     number of at most 19 digits, else None."""
     value = value.strip() if value is not None else None
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= 19 else None
+    return (
+        int(value) if value and value.isascii() and value.isdigit() and len(value) <= 19 else None
+    )
 
 
 def printable(where: str, name: str, value: str | None) -> str | None:

@@ -62,12 +62,19 @@ async def home(request: Request) -> Response:
 
     def build() -> Response:
         standing = state.standing(learner, recent=0)
-        sets = [{"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]} for s in shown]
+        sets = [
+            {"set": s, "summary": standing.set_summary(s), "topics": index.set_topics[s.id]}
+            for s in shown
+        ]
         due = standing.due_count()
         next_set, continuing = _where_next(standing, index)
         # The button leads to the set's first question not yet answered, not to the set's list:
         # one tap fewer on the way in (a newcomer's walk).
-        next_question = next((q for q in next_set.questions if standing.status(q.id) == "new"), None) if next_set else None
+        next_question = (
+            next((q for q in next_set.questions if standing.status(q.id) == "new"), None)
+            if next_set
+            else None
+        )
         return render_page(
             state, request, "home.html", sets=sets, next_set=next_set, continuing=continuing, next_question=next_question,
             topics=standing.topics(), due=due, bank=bank, page_number=page_number, pages=pages,
@@ -82,7 +89,11 @@ def _where_next(standing: Standing, index: BankIndex) -> tuple[LoadedSet | None,
     they answered last while it has questions they have not; else the first set of the learning
     path (the starter's first) with any, while one has (None once every question is answered)."""
     last = next(reversed(standing.last), None)
-    if last is not None and (found := index.place.get(last)) and standing.set_summary(found[0])["new"]:
+    if (
+        last is not None
+        and (found := index.place.get(last))
+        and standing.set_summary(found[0])["new"]
+    ):
         return found[0], True
     for candidate in index.path:
         if standing.set_summary(candidate)["new"]:
@@ -101,7 +112,12 @@ async def set_page(request: Request) -> Response:
     def build() -> Response:
         standing = state.standing(learner, recent=0)
         rows = [
-            {"q": q, "title": title_of(q), "excerpt": excerpt(q.question.prompt), "status": standing.status(q.id)}
+            {
+                "q": q,
+                "title": title_of(q),
+                "excerpt": excerpt(q.question.prompt),
+                "status": standing.status(q.id),
+            }
             for q in loaded_set.questions
         ]
         summary = standing.set_summary(loaded_set)
@@ -169,7 +185,15 @@ async def question_page(request: Request) -> Response:
         shown = context["shown"]
         if shown is not None and shown.question_id == loaded.id:
             context.update(attempt=shown)
-            _with_result(request, state, loaded, context, regrade(loaded, shown, context["order"]), run, run_message)
+            _with_result(
+                request,
+                state,
+                loaded,
+                context,
+                regrade(loaded, shown, context["order"]),
+                run,
+                run_message,
+            )
         return render_page(state, request, "question.html", **context)
 
     return await in_thread(state, build)
@@ -188,7 +212,9 @@ def _with_result(request: Request, state: WebState, loaded: LoadedQuestion, cont
     if run is not None:
         context["run_html"] = state.fragments.render(state.templates, "_run.html", run, run=run)
     if what_if is not None:
-        context["what_if_html"] = state.fragments.render(state.templates, "_what_if.html", what_if, what_if=what_if)
+        context["what_if_html"] = state.fragments.render(
+            state.templates, "_what_if.html", what_if, what_if=what_if
+        )
 
 
 @page_route(router, "/questions/{question_id}", methods=("POST",))
@@ -215,20 +241,31 @@ async def answer_form(request: Request) -> Response:
         return context
 
     try:  # a form sent again (a reload, a double click) goes where its first sending went
-        kept = await state.answer(request, learner, loaded, choice, output or "", submit_id, shown_at, prefetch_run=True)
-    except (AnswerError, TooManyAnswers) as exc:  # the question again, with why, and the answer as it was sent
-        refusal = AppError(str(exc)) if isinstance(exc, AnswerError) else exc  # unreadable: refused before it counts
+        kept = await state.answer(
+            request, learner, loaded, choice, output or "", submit_id, shown_at, prefetch_run=True
+        )
+    except (
+        AnswerError,
+        TooManyAnswers,
+    ) as exc:  # the question again, with why, and the answer as it was sent
+        refusal = (
+            AppError(str(exc)) if isinstance(exc, AnswerError) else exc
+        )  # unreadable: refused before it counts
 
         def refused() -> Response:
             context = with_session(question_context(state, learner, loaded))
-            retry_after = refusal.retry_after_s if isinstance(refusal, TooManyAnswers) else None  # counted down on the page
+            retry_after = (
+                refusal.retry_after_s if isinstance(refusal, TooManyAnswers) else None
+            )  # counted down on the page
             page = render_page(state, request, "question.html", status_code=refusal.status, error=refusal.message,
                                retry_after=retry_after, said_output=output or "", said_picked=choice, **context)  # fmt: skip
             page.headers.update(refusal.headers)
             return page
 
         return await in_thread(state, refused)
-    if kept.saved is None:  # they saw its key: graded and shown, not recorded (`Answers.practice_until`)
+    if (
+        kept.saved is None
+    ):  # they saw its key: graded and shown, not recorded (`Answers.practice_until`)
         run, run_message = await state.question_run(loaded)
         until = kept.counts_again_at
         assert until is not None

@@ -39,7 +39,10 @@ async def playground_by_its_name() -> Response:
 
 @router.get("/run")
 async def playground(
-    request: Request, state: State, learner: Learner, q: Annotated[str | None, Query(max_length=80)] = None
+    request: Request,
+    state: State,
+    learner: Learner,
+    q: Annotated[str | None, Query(max_length=80)] = None,
 ) -> Response:
     code, source, reveals, device = DEFAULT_SNIPPET, None, False, ""
     if q:
@@ -49,7 +52,9 @@ async def playground(
         # Running an unanswered question's own code gives its answer away (what a predict-the-output
         # question prints is its answer; a multiple-choice one's code prints what its right choice
         # says): say so first.
-        if source.question.code:  # the learner's status read in the page threads, off the event loop
+        if (
+            source.question.code
+        ):  # the learner's status read in the page threads, off the event loop
             reveals = await in_thread(state, lambda: state.status(learner, source)) == "new"
     return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,

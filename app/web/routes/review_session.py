@@ -54,7 +54,9 @@ def due_now(state: WebState, learner: str, standing: Standing | None = None) -> 
     """Questions due for review now that can be graded, soonest due first (blocks on the database
     unless given the learner's standing)."""
     rows = [r for r in (standing or state.standing(learner, recent=0)).queue() if r.is_due]
-    return [r for r in rows if (q := state.bank.question(r.question_id)) and state.proof(q).gradeable]
+    return [
+        r for r in rows if (q := state.bank.question(r.question_id)) and state.proof(q).gradeable
+    ]
 
 
 @router.get("/review")
@@ -77,7 +79,9 @@ async def review_begin(state: State) -> Response:
 
 
 @router.get("/review/next")
-async def review_next(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
+async def review_next(
+    request: Request, state: State, learner: Learner, since: Since = None
+) -> Response:
     if moment_or_none(since) is None:  # no session to go on with: one begins now
         return RedirectResponse("/review/start", status_code=303)
     due = await in_thread(state, lambda: due_now(state, learner))
@@ -87,7 +91,9 @@ async def review_next(request: Request, state: State, learner: Learner, since: S
 
 
 @router.get("/review/done")
-async def review_done(request: Request, state: State, learner: Learner, since: Since = None) -> Response:
+async def review_done(
+    request: Request, state: State, learner: Learner, since: Since = None
+) -> Response:
     if moment_or_none(since) is None:  # no session to sum up: the overview says what is due
         return RedirectResponse("/review", status_code=303)
     started = parse_since(since, state.clock())

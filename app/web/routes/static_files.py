@@ -29,7 +29,11 @@ class VersionedStaticFiles(StaticFiles):
         super().__init__(directory=str(STATIC))
 
     def file_response(
-        self, full_path: str | os.PathLike[str], stat_result: os.stat_result, scope: Scope, status_code: int = 200
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
     ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
         asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("v", [""])[0]

@@ -20,5 +20,9 @@ def what_if_for(request: Request, state: WebState, loaded: LoadedQuestion) -> Wh
     records = shelf.records()
     cached = loaded.__dict__.get("_what_if")
     if cached is None or cached[0] is not records or cached[1] is not shelf:
-        cached = loaded.__dict__["_what_if"] = (records, shelf, shelf.what_if(loaded, state.run_queue.environment))
+        cached = loaded.__dict__["_what_if"] = (
+            records,
+            shelf,
+            shelf.what_if(loaded, state.run_queue.environment),
+        )
     return cached[2]

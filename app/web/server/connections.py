@@ -47,6 +47,7 @@ CONNECTIONS_PER_ADDRESS = 256
 REQUESTS_PER_CONNECTION = 100
 """nginx's default for `keepalive_requests` was 100 until 1.19.10 (1,000 since)."""
 
+
 def _plain(status: str, text: str, *headers: str) -> bytes:
     """A whole response written by the connection itself, before or instead of the app's."""
     body = text.encode() + b"\n"
@@ -56,9 +57,9 @@ def _plain(status: str, text: str, *headers: str) -> bytes:
 
 
 TOO_SLOW = _plain("408 Request Timeout", "The request did not arrive whole in time.")
-TOO_MANY = _plain("503 Service Unavailable", "Too many connections open from your address.", "retry-after: 5")
-
-
+TOO_MANY = _plain(
+    "503 Service Unavailable", "Too many connections open from your address.", "retry-after: 5"
+)
 
 
 class BoundedConnection(HttpToolsProtocol):

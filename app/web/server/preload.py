@@ -59,7 +59,9 @@ def _fork_workers() -> bool:
     import uvicorn._subprocess
 
     if not hasattr(uvicorn._subprocess, "spawn"):
-        log.warning("this uvicorn starts its web processes its own way: each imports the app and reads the bank itself")
+        log.warning(
+            "this uvicorn starts its web processes its own way: each imports the app and reads the bank itself"
+        )
         return False
     # Typed as the spawn context it is by default; the fork context has the same interface.
     uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
@@ -74,7 +76,9 @@ def main() -> int:
     from app.verify.live_bank import preload
 
     options = json.loads(os.environ.pop(UVICORN_ENV, "{}"))
-    logging.basicConfig(level=options.get("log_level", "info").upper(), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=options.get("log_level", "info").upper(), format="%(levelname)s %(name)s: %(message)s"
+    )
     if _fork_workers():
         preload(Settings.from_env().bank)
         # What every process inherits lives as long as they do: out of the collector's way, so that
@@ -108,7 +112,9 @@ def _run_web_processes(options: dict, banner: str) -> int:
         socket = config.bind_socket()
     except SystemExit:  # uvicorn said why (a port in use, say)
         return NOT_LISTENING
-    if "target" in inspect.signature(Multiprocess).parameters:  # uvicorn before it built each process's server itself
+    if (
+        "target" in inspect.signature(Multiprocess).parameters
+    ):  # uvicorn before it built each process's server itself
         from uvicorn import Server
 
         supervisor = Multiprocess(config, target=Server(config).run, sockets=[socket])  # type: ignore[call-arg]

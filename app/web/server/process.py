@@ -51,7 +51,9 @@ _IMPORTED_IN = os.getpid()
 
 STARTUP_CPUS_ENV = "_AMPQUIZ_STARTUP_CPUS"
 _allowed: set[int] = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-_start_on = {int(c) for c in os.environ.get(STARTUP_CPUS_ENV, "").split(",") if c.isdigit()} & _allowed
+_start_on = {
+    int(c) for c in os.environ.get(STARTUP_CPUS_ENV, "").split(",") if c.isdigit()
+} & _allowed
 if _start_on and _start_on != _allowed:
     os.sched_setaffinity(0, _start_on)
 
@@ -65,7 +67,9 @@ from app.web.server.preload import STARTUP_FAILED
 
 
 def create_app() -> FastAPI:
-    if os.getpid() != _IMPORTED_IN and _serve.isdigit():  # a web process forked by `app.web.server.preload`
+    if (
+        os.getpid() != _IMPORTED_IN and _serve.isdigit()
+    ):  # a web process forked by `app.web.server.preload`
         # SIGKILL: with its parent gone nothing supervises it, and a process still starting (its
         # database not answering, say) only notes a SIGTERM, to act on once started: it stayed.
         _die_with(_IMPORTED_IN, signal.SIGKILL)
@@ -83,7 +87,9 @@ def create_app() -> FastAPI:
 def _could_not_start(exc: Exception) -> NoReturn:
     """Says why in a line where the database is why (a traceback otherwise), and ends the process
     so that serve stops (`STARTUP_FAILED`)."""
-    if isinstance(exc, (SQLAlchemyError, SchemaOutOfDate)):  # an older schema: which command upgrades it
+    if isinstance(
+        exc, (SQLAlchemyError, SchemaOutOfDate)
+    ):  # an older schema: which command upgrades it
         print(f"ampquiz: a web process could not start: {unopenable(Settings.from_env().database_url, exc)}",
               file=sys.stderr, flush=True)  # fmt: skip
     else:

@@ -73,9 +73,13 @@ async def sign_in_page(token: str, request: Request, state: State) -> Response:
 
 @router.post("/sign-in/{token}")
 async def sign_in(token: str, request: Request, state: State) -> Response:
-    name = await run_in_threadpool(lambda: instructors.sign_in(state.store, token, now=state.clock()))
+    name = await run_in_threadpool(
+        lambda: instructors.sign_in(state.store, token, now=state.clock())
+    )
     if name is None:
-        return await page(state, request, "studio/sign_in.html", status_code=403, token=None, spent=True)
+        return await page(
+            state, request, "studio/sign_in.html", status_code=403, token=None, spent=True
+        )
     response = RedirectResponse("/studio", status_code=303)
     response.set_cookie(
         COOKIE, _signer(state).sign(f"{name}/{instructors.session_of(token)}").decode(), max_age=SESSION_S,

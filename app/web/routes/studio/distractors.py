@@ -43,7 +43,9 @@ async def proved_distractors(request: Request, state: State, who: Instructor, na
 
     async def run(snippet: str, explain: bool) -> Any:
         async with gate:
-            return await state.run_queue.run(snippet, explain=explain, device=device, owners=state.owners(request))
+            return await state.run_queue.run(
+                snippet, explain=explain, device=device, owners=state.owners(request)
+            )
 
     try:
         original, again, *runs = await asyncio.gather(
@@ -54,7 +56,10 @@ async def proved_distractors(request: Request, state: State, who: Instructor, na
     if original.status == "unavailable":
         raise AppError(original.message or "This code cannot run on this server.")
     report = report_of(code, original, again, mutants, runs)
-    found = [{"rule": m.mutant.rule.name, "diff": m.mutant.diff, **choice} for m, choice in distractors(report)]
+    found = [
+        {"rule": m.mutant.rule.name, "diff": m.mutant.diff, **choice}
+        for m, choice in distractors(report)
+    ]
     return {"choices": found, "mutants": len(mutants), "can_add": can_add}
 
 

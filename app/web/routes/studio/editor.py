@@ -42,7 +42,9 @@ def _located(problems: list[Problem]) -> list[dict[str, Any]]:
 def question_from_text(state: WebState, name: str, text: str, question_id: str) -> LoadedQuestion:
     loaded, problems = state.workspace.parse(name, text)
     if loaded is None:
-        raise AppError(f"Fix the file's problems first ({problems[0].line}:{problems[0].col}: {problems[0].message}).")
+        raise AppError(
+            f"Fix the file's problems first ({problems[0].line}:{problems[0].col}: {problems[0].message})."
+        )
     found = next((q for q in loaded.questions if q.id == question_id), None)
     if found is None:
         raise NotFound(f"The file has no question {question_id!r}.")
@@ -51,7 +53,12 @@ def question_from_text(state: WebState, name: str, text: str, question_id: str) 
 
 @router.get("/edit/{name}")
 async def editor_page(
-    name: str, request: Request, state: State, who: Instructor, new: str | None = None, line: int | None = None
+    name: str,
+    request: Request,
+    state: State,
+    who: Instructor,
+    new: str | None = None,
+    line: int | None = None,
 ) -> Response:
     """The set's YAML in the editor; with `new`, a question of that id added at its end (and picked);
     with `line`, the cursor on that line (the bank status's `file:line` links)."""
@@ -61,22 +68,34 @@ async def editor_page(
             text = edit.add_question(text, new)
         except edit.NotASet:
             new = None  # the file as it is: the check under the editor says what to fix
-    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line)
+    return await studio_page(
+        state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line
+    )
 
 
 @router.post("/new-set")
-async def new_set(state: State, who: Instructor, name: Annotated[str, Form()], title: Annotated[str, Form(max_length=80)]) -> Response:
+async def new_set(
+    state: State,
+    who: Instructor,
+    name: Annotated[str, Form()],
+    title: Annotated[str, Form(max_length=80)],
+) -> Response:
     state.workspace.create(name, title)  # a draft, out of the bank until its author writes it
     return Response(status_code=303, headers={"location": f"/studio/edit/{name}"})
 
 
 @router.post("/api/check")
-async def check_text(state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+async def check_text(
+    state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]
+) -> Any:
     loaded, problems = state.workspace.parse(name, text, state.bank)
     # What `ampquiz lint` warns about too (a key no one could type, a choice whose words say
     # another thing than its outcome), after the problems: shown, never a reason to refuse a save.
     warned = _located(lint.warnings(loaded.questions)) if loaded else []
-    return {"problems": _located(problems) + warned, "questions": [q.id for q in loaded.questions] if loaded else _ids(text)}
+    return {
+        "problems": _located(problems) + warned,
+        "questions": [q.id for q in loaded.questions] if loaded else _ids(text),
+    }
 
 
 def _ids(text: str) -> list[str]:
@@ -86,7 +105,11 @@ def _ids(text: str) -> list[str]:
     except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
         return []
     items = data.get("questions") if isinstance(data, dict) else None
-    return [q["id"] for q in items if isinstance(q, dict) and isinstance(q.get("id"), str)] if isinstance(items, list) else []
+    return (
+        [q["id"] for q in items if isinstance(q, dict) and isinstance(q.get("id"), str)]
+        if isinstance(items, list)
+        else []
+    )
 
 
 @router.post("/api/run")
@@ -109,7 +132,9 @@ async def run_question(request: Request, state: State, who: Instructor, name: An
         raise AppError("That question has no code to run.")
     device = "cuda" if requires == "cuda" else None
     try:
-        run = await state.run_queue.run(code, explain=True, device=device, owners=state.owners(request))
+        run = await state.run_queue.run(
+            code, explain=True, device=device, owners=state.owners(request)
+        )
     except RUN_REFUSED as exc:
         raise run_refusal(exc) from None
     panel = bytes((await page(state, request, "_run_panel.html", run=run.to_dict())).body).decode()
@@ -132,7 +157,11 @@ async def use_output(who: Instructor, name: Annotated[str, Body()], text: Annota
 
 
 @router.post("/api/add-question")
-async def add_question(who: Instructor, text: Annotated[str, Body()], question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]) -> Any:
+async def add_question(
+    who: Instructor,
+    text: Annotated[str, Body()],
+    question_id: Annotated[str, Body(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)],
+) -> Any:
     return {"text": edit.add_question(text, question_id)}
 
 
@@ -146,7 +175,9 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
     if answered:
         key = getattr(q.question, "answer", None)
         picked = [i for i, c in enumerate(getattr(q.question, "choices", [])) if c.correct]
-        graded = grade(q, picked=picked, order=context["order"]) if key is None else grade(q, output=key)
+        graded = (
+            grade(q, picked=picked, order=context["order"]) if key is None else grade(q, output=key)
+        )
         run, message = await state.question_run(q)
         context.update(outcome=graded, run=run, run_message=message)
         if run is not None:  # the "Right!" above a run that contradicts it would mislead the author
@@ -156,7 +187,13 @@ async def preview(request: Request, state: State, who: Instructor, name: Annotat
 
 
 @router.post("/api/save")
-async def save(request: Request, state: State, who: Instructor, name: Annotated[str, Body()], text: Annotated[str, Body()]) -> Any:
+async def save(
+    request: Request,
+    state: State,
+    who: Instructor,
+    name: Annotated[str, Body()],
+    text: Annotated[str, Body()],
+) -> Any:
     checked = state.workspace.check(name, text, state.bank)
     if checked.refusal is not None:  # `app.bank.workspace`: drafts, and files learners are served
         return JSONResponse({"ok": False, "error": checked.refusal, "status": 422, "problems": _located(checked.problems)},
@@ -164,7 +201,13 @@ async def save(request: Request, state: State, who: Instructor, name: Annotated[
     if checked.draft:
         state.workspace.save(checked)
         await asyncio.to_thread(state.live_bank.reload)
-        return {"ok": True, "saved": name, "draft": True, "problems": _located(checked.problems), "warnings": []}
+        return {
+            "ok": True,
+            "saved": name,
+            "draft": True,
+            "problems": _located(checked.problems),
+            "warnings": [],
+        }
     assert checked.loaded is not None
     warnings = []
     for q in checked.loaded.questions:

@@ -48,14 +48,24 @@ async def create(
             raise ValueError(f"there is no question {unknown[0]!r}")
         held = [q for q in questions if state.proof(state.bank.question(q)).state == "held_back"]  # type: ignore[arg-type]
         if held:
-            raise ValueError(f"the key of {held[0]!r} is under review (a run here contradicts it): no candidate could be graded on it")
-        if minutes.strip() and not (minutes.strip().isascii() and minutes.strip().isdigit() and len(minutes.strip()) <= 3):
-            raise ValueError("the time limit is a whole number of minutes, 1 to 600 (or empty, for none)")
+            raise ValueError(
+                f"the key of {held[0]!r} is under review (a run here contradicts it): no candidate could be graded on it"
+            )
+        if minutes.strip() and not (
+            minutes.strip().isascii() and minutes.strip().isdigit() and len(minutes.strip()) <= 3
+        ):
+            raise ValueError(
+                "the time limit is a whole number of minutes, 1 to 600 (or empty, for none)"
+            )
         limit = int(minutes) if minutes.strip() else None
         entries_: list[str | dict[str, Any]] = list(questions)
         for n, code in enumerate(snippets.split_snippets(adhoc), start=1):
-            printed = await snippet_key(n, code, lambda snippet: state.run_queue.run(snippet, owners=state.owners(request)))
-            entries_.append(snippets.snippet_question(n, code, printed, state.run_queue.environment, who))
+            printed = await snippet_key(
+                n, code, lambda snippet: state.run_queue.run(snippet, owners=state.owners(request))
+            )
+            entries_.append(
+                snippets.snippet_question(n, code, printed, state.run_queue.environment, who)
+            )
         made = model.create(state.store, entries_, by=who, minutes=limit)
     except ValueError as exc:
         # The form again as it was sent: nothing typed or picked is lost.

@@ -33,7 +33,11 @@ async def stats_page(request: Request, state: State, who: Instructor) -> Respons
             st = per_question.get(q.id)
             if st is not None and st.attempts:
                 rows.append({"q": q, "title": title_of(q), "s": st})
-        return {"rows": rows, "sets": item_stats.set_stats(bank, attempts), "missed": item_stats.most_missed(per_question)}
+        return {
+            "rows": rows,
+            "sets": item_stats.set_stats(bank, attempts),
+            "missed": item_stats.most_missed(per_question),
+        }
 
     found = await run_in_threadpool(work)
     return await studio_page(
@@ -45,6 +49,8 @@ async def stats_page(request: Request, state: State, who: Instructor) -> Respons
 @router.get("/attempts.csv")
 async def attempts_csv(state: State, who: Instructor) -> Response:
     bank = state.bank
-    body = await run_in_threadpool(lambda: item_stats.attempts_csv(bank, state.store.all_attempts()))
+    body = await run_in_threadpool(
+        lambda: item_stats.attempts_csv(bank, state.store.all_attempts())
+    )
     return Response(body, media_type="text/csv; charset=utf-8",
                     headers={"content-disposition": 'attachment; filename="ampquiz-attempts.csv"'})  # fmt: skip

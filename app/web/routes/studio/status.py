@@ -27,10 +27,16 @@ async def bank_status(request: Request, state: State, who: Instructor) -> Respon
         rows.append({"q": q, "title": title_of(q), "state": proof.state, "badges": proof.badges,
                      "reason": proof.reason, "diff": proof.diff, "file": q.path.rsplit("/", 1)[-1], "line": q.line})  # fmt: skip
     problems = [
-        {"text": str(p), "ids": sorted({a or b for a, b in _IDS.findall(p.message)}), "file": p.path.rsplit("/", 1)[-1]}
+        {
+            "text": str(p),
+            "ids": sorted({a or b for a, b in _IDS.findall(p.message)}),
+            "file": p.path.rsplit("/", 1)[-1],
+        }
         for p in sorted(bank.problems)
     ]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    return await studio_page(state, request, "studio/status.html", who, rows=rows, problems=problems, counts=counts)
+    return await studio_page(
+        state, request, "studio/status.html", who, rows=rows, problems=problems, counts=counts
+    )

@@ -12,6 +12,13 @@ from app.web.rendering.render import page
 from app.web.state import WebState
 
 
-async def studio_page(state: WebState, request: Request, template: str, who: str, status_code: int = 200, **context: Any) -> Response:
+async def studio_page(
+    state: WebState,
+    request: Request,
+    template: str,
+    who: str,
+    status_code: int = 200,
+    **context: Any,
+) -> Response:
     left_out = sorted({p.path.rsplit("/", 1)[-1] for p in state.bank.problems})
     return await page(state, request, template, status_code, who=who, left_out=left_out, **context)
