@@ -1,4 +1,5 @@
-"""What proved each answer key on this server, and proving on load what nothing has proved yet.
+"""What proved each answer key on this server (proving on load what nothing has proved yet is
+`app.verify.prover`'s).
 
 The live server grades only keys it has proof of. Each question is in one state:
 
@@ -9,7 +10,7 @@ The live server grades only keys it has proof of. Each question is in one state:
   host, the CPU's output on a CUDA host); graded, with the committed record of that device if
   there is one, else said plainly: "not yet verified on CUDA".
 - `pending`: runnable here and not proved yet (a new or changed file): shown, never graded, until
-  its run is in (a second or two; the `Prover` runs it in the background).
+  its run is in (a second or two; `app.verify.prover` runs it in the background).
 - `held_back`: running it here (or this environment's record, or the record of the device it
   asks about) contradicts the key, or the key is about torch releases this server does not run
   and no record made on one proves it: shown as "under review", never graded, and listed by
@@ -20,8 +21,6 @@ No web framework here: the web asks `ProofBook.proof()` before grading and shows
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,8 +29,7 @@ from typing import Any
 from app.bank.lint import words_against_key
 from app.bank.load import Bank, LoadedQuestion
 from app.bank.schema import MultipleChoiceQuestion, torch_in_range
-from app.runs.queue import RunQueue
-from app.verify.check import KeyCheck, again_limits, check, skip_reason, worth_running_again
+from app.verify.check import KeyCheck, check, skip_reason
 from app.verify.record import (
     Record,
     Verification,
@@ -40,18 +38,12 @@ from app.verify.record import (
     question_hash,
     verifications,
 )
-from sandbox import Limits, RunResult, SandboxError
+from sandbox import RunResult
 from sandbox.result import TRANSIENT
 
 log = logging.getLogger("ampquiz.proofs")
 
 GRADEABLE = {"conceptual", "proved", "elsewhere"}
-PROVE_LIMITS = Limits(wall_s=60, cpu_s=60)
-"""As `ampquiz verify` runs keys: generous, so a slow host never mistakes slowness for a wrong key."""
-FIRST_TRY_LIMITS = Limits(wall_s=15, cpu_s=15)
-"""A key's first proof: a run that ends early is tried again at `PROVE_LIMITS`, after the keys
-not tried yet, so one snippet that never ends keeps the rest waiting 15 s, not minutes (it held a
-question added after it pending for 138 s, an instructor's walk)."""
 _RETRIES = 3
 
 
@@ -76,7 +68,9 @@ class Proof:
     def on_the_authors_word(self, asks_about: str) -> bool:
         """Graded (a key about a device this server does not run the code on) with no record of
         that device proving it: every verdict given on it says so."""
-        return self.state == "elsewhere" and not any(b["device"] == asks_about and b["result"] == "pass" for b in self.badges)
+        return self.state == "elsewhere" and not any(
+            b["device"] == asks_about and b["result"] == "pass" for b in self.badges
+        )
 
 
 def _badge(device: str, result: str, label: str) -> dict[str, str]:
@@ -142,7 +136,10 @@ class ProofBook:
         """The committed record of exactly this environment, if there is one."""
         for record in records:
             env = record.environment
-            if env.get("device_kind") == self.device and env.get("torch_version") == self.torch_version:
+            if (
+                env.get("device_kind") == self.device
+                and env.get("torch_version") == self.torch_version
+            ):
                 return record
         return None
 
@@ -152,13 +149,20 @@ class ProofBook:
         host runs a question about the CPU's output too, but its run proves `device_answers.cuda`,
         not the CPU answer graded: that was "proved" there, a wrong CPU key with it.)"""
         q = loaded.question
-        return skip_reason(q, self.device, self.torch_version) is None and q.asks_about == self.device
+        return (
+            skip_reason(q, self.device, self.torch_version) is None and q.asks_about == self.device
+        )
 
     def proof(self, loaded: LoadedQuestion, records: list[Record]) -> Proof:
         """What proves this question's key; kept on the question until the records or this
         server's own proofs change (every page asks, once per request)."""
         cached = loaded.__dict__.get("_proof")
-        if cached is not None and cached[0] is self and cached[1] is records and cached[2] == self.version:
+        if (
+            cached is not None
+            and cached[0] is self
+            and cached[1] is records
+            and cached[2] == self.version
+        ):
             return cached[3]
         found = self._proof(loaded, records)
         loaded.__dict__["_proof"] = (self, records, self.version, found)
@@ -173,20 +177,40 @@ class ProofBook:
             # A run checks a right choice's outcome; a learner picks its words. Where they plainly
             # disagree (texts swapped between choices), no run can prove what learners are graded on.
             badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
-            return Proof("held_back", badges, reason=f"the right choice's words disagree with its outcome: {said[0]}")
+            return Proof(
+                "held_back",
+                badges,
+                reason=f"the right choice's words disagree with its outcome: {said[0]}",
+            )
         if not self.runnable_here(loaded):
             return self._proof_elsewhere(loaded, records, by_device)
-        others = [_badge(v.device_kind, v.result, v.label) for kind, v in by_device.items() if kind != self.device]
+        others = [
+            _badge(v.device_kind, v.result, v.label)
+            for kind, v in by_device.items()
+            if kind != self.device
+        ]
         device = "CUDA" if self.device == "cuda" else "CPU"
         key = self._hash(loaded)
         here = self._runs.get(key)
         # What this server's own runs said comes first: a record that says pass outranks neither.
         if (later := self._contradicted.get(key)) is not None:  # a run handed out since (`witness`)
-            label = f"under review: a run of its code on {device} contradicted the key ({later.date})"
-            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=later.reason, diff=later.diff)
+            label = (
+                f"under review: a run of its code on {device} contradicted the key ({later.date})"
+            )
+            return Proof(
+                "held_back",
+                [_badge(self.device, "fail", label), *others],
+                reason=later.reason,
+                diff=later.diff,
+            )
         if here is not None and here.result == "fail":  # the prover's
             label = f"under review: running it on {device} contradicts the key ({here.date})"
-            return Proof("held_back", [_badge(self.device, "fail", label), *others], reason=here.reason, diff=here.diff)
+            return Proof(
+                "held_back",
+                [_badge(self.device, "fail", label), *others],
+                reason=here.reason,
+                diff=here.diff,
+            )
         record = self._record_here(records)
         entry = record.results.get(loaded.id) if record is not None else None
         if record is not None and entry is not None and not is_stale(entry, loaded.question):
@@ -197,14 +221,18 @@ class ProofBook:
                 return Proof("proved", [_badge(self.device, "pass", recorded.label), *others])
             if recorded.result == "fail":
                 why = str(entry.get("reason") or "the record says its run contradicts the key")
-                return Proof("held_back", [_badge(self.device, "fail", recorded.label), *others], reason=why)
+                return Proof(
+                    "held_back", [_badge(self.device, "fail", recorded.label), *others], reason=why
+                )
         if here is None:
             label = f"being verified on {device} now: answers open when its run is in"
             return Proof("pending", [_badge(self.device, "pending", label), *others])
         label = f"verified by running on {device} · torch {self.torch_version} · {here.date} (on this server)"
         return Proof("proved", [_badge(self.device, "pass", label), *others])
 
-    def _proof_elsewhere(self, loaded: LoadedQuestion, records: list[Record], by_device: dict[str, Verification]) -> Proof:
+    def _proof_elsewhere(
+        self, loaded: LoadedQuestion, records: list[Record], by_device: dict[str, Verification]
+    ) -> Proof:
         """A key no run on this server can prove (another device's output, another torch's):
         graded on the committed record of the device it asks about, held back where that record
         contradicts it. A key about torch releases this server does not run is held back unless
@@ -214,8 +242,14 @@ class ProofBook:
         badges = [_badge(v.device_kind, v.result, v.label) for v in by_device.values()]
         if (asked := contradicted(records, loaded)) is not None:
             device = "CUDA" if q.asks_about == "cuda" else "CPU"
-            return Proof("held_back", badges, reason=f"the {device} record says its run contradicts the key ({asked.date})")
-        if not torch_in_range(q.torch_versions, self.torch_version) and not _proved_on_a_torch_asked_about(loaded, records):
+            return Proof(
+                "held_back",
+                badges,
+                reason=f"the {device} record says its run contradicts the key ({asked.date})",
+            )
+        if not torch_in_range(
+            q.torch_versions, self.torch_version
+        ) and not _proved_on_a_torch_asked_about(loaded, records):
             reason = (f"its key is what torch {q.torch_versions} does; this server runs torch {self.torch_version}, "
                       "and no committed record made on such a torch proves it")  # fmt: skip
             return Proof("held_back", badges, reason=reason)
@@ -226,7 +260,9 @@ class ProofBook:
 
     def remember(self, loaded: LoadedQuestion, checked: KeyCheck) -> None:
         today = datetime.now(UTC).date().isoformat()
-        self._runs[self._hash(loaded)] = _RunHere(checked.result, today, checked.reason, checked.diff)
+        self._runs[self._hash(loaded)] = _RunHere(
+            checked.result, today, checked.reason, checked.diff
+        )
         self.version += 1
 
     def witness(self, loaded: LoadedQuestion, run: RunResult) -> None:
@@ -236,18 +272,28 @@ class ProofBook:
         value passed the prover's two runs (and the committed record's) by luck, and the page
         then graded learners on the key beside a run that printed something else."""
         key = self._hash(loaded)
-        seen = (key, id(run))  # checked once per version of the key and run (a result page asks each time)
+        seen = (
+            key,
+            id(run),
+        )  # checked once per version of the key and run (a result page asks each time)
         if self._witnessed.get(seen) is run:
             return
         if len(self._witnessed) >= 4096:
             self._witnessed.clear()
         self._witnessed[seen] = run  # held, so its id is not another run's meanwhile
-        if not self.runnable_here(loaded) or run.status in TRANSIENT or run.status == "unavailable" or key in self._contradicted:
+        if (
+            not self.runnable_here(loaded)
+            or run.status in TRANSIENT
+            or run.status == "unavailable"
+            or key in self._contradicted
+        ):
             return
         checked = check(loaded, run, self.device)
         if checked.result == "fail":
             reason = f"a run of its code made after it was proved contradicts it: {checked.reason}"
-            self._contradicted[key] = _RunHere("fail", datetime.now(UTC).date().isoformat(), reason, checked.diff)
+            self._contradicted[key] = _RunHere(
+                "fail", datetime.now(UTC).date().isoformat(), reason, checked.diff
+            )
             self.version += 1
             log.warning("held back %s (%s): %s", loaded.id, loaded.path, reason)
 
@@ -276,19 +322,34 @@ class ProofBook:
         return cached[1]
 
     def _summarise(self, bank: Bank, records: list[Record]) -> dict[str, Any]:
-        counts = {state: 0 for state in ("proved", "conceptual", "elsewhere", "pending", "held_back")}
+        counts = {
+            state: 0 for state in ("proved", "conceptual", "elsewhere", "pending", "held_back")
+        }
         held = []
         for q in bank.questions:
             proof = self.proof(q, records)
             counts[proof.state] += 1
             if proof.state == "held_back":
-                held.append({"id": q.id, "set_id": q.set_id, "file": f"{q.path}:{q.line}", "reason": proof.reason, "diff": proof.diff})
+                held.append(
+                    {
+                        "id": q.id,
+                        "set_id": q.set_id,
+                        "file": f"{q.path}:{q.line}",
+                        "reason": proof.reason,
+                        "diff": proof.diff,
+                    }
+                )
         elsewhere_proved = sum(
             1 for q in bank.questions
             if not self.runnable_here(q) and q.question.code
             and any(v.result == "pass" for v in verifications(records, q) if v.device_kind != self.device)
         )  # fmt: skip
-        return {"device": self.device, "counts": counts, "elsewhere_proved": elsewhere_proved, "held_back": held}
+        return {
+            "device": self.device,
+            "counts": counts,
+            "elsewhere_proved": elsewhere_proved,
+            "held_back": held,
+        }
 
 
 def _proved_on_a_torch_asked_about(loaded: LoadedQuestion, records: list[Record]) -> bool:
@@ -302,83 +363,3 @@ def _proved_on_a_torch_asked_about(loaded: LoadedQuestion, records: list[Record]
                 and record.device_kind == q.asks_about and torch_in_range(q.torch_versions, str(env.get("torch_version") or ""))):  # fmt: skip
             return True
     return False
-
-
-class Prover:
-    """Runs, in the background, each question this server could prove but has not: on start and
-    after every reload of the bank. It takes a sandbox worker only while another one stays free
-    for learners (`RunQueue.spare_worker`), so a learner never waits behind it."""
-
-    def __init__(self, book: ProofBook, queue: RunQueue, current: Any, *, idle_s: float = 0.5) -> None:
-        self.book = book
-        self.queue = queue
-        self.current = current
-        """A callable giving (bank, records) as the server serves them now."""
-        self.idle_s = idle_s
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._forever())
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # closing, whatever it was doing
-                await self._task
-
-    async def _forever(self) -> None:
-        seen: tuple[int, int, int] | None = None
-        while True:
-            todo: list[LoadedQuestion] = []
-            try:
-                bank, records = self.current()
-                self.book.follow(self.queue.environment)  # remote workers may have come online
-                # Looking for work means a proof per question: do it only when something changed
-                # (a new bank, new records, or a proof made here), never on every tick.
-                now = (id(bank), id(records), self.book.version)
-                if now != seen:
-                    # A proof per question (kept per bank version, so mostly looked up): in a
-                    # thread, so a large bank never holds the event loop.
-                    todo = await asyncio.to_thread(self.book.to_prove, bank, records)
-                    seen = now if not todo else None
-                # Keys never tried first: one whose run ended early is tried again after them.
-                todo.sort(key=self.book.tries_ended_early)
-                for loaded in todo:
-                    if await self.prove(loaded) == "ended early":
-                        break  # the keys not tried yet (a file added since too) go first
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug here must not stop every later proof: log it, go on
-                log.exception("proving the bank failed; trying again shortly")
-                seen = None
-                await asyncio.sleep(2)
-            await asyncio.sleep(self.idle_s if not todo else 0)
-
-    async def prove(self, loaded: LoadedQuestion) -> str:
-        """Proves (or holds back) one key: "done", "ended early" (its run ended for a reason of
-        the moment: tried again later) or "not run" (nothing could run it now)."""
-        assert loaded.question.code is not None
-        await self.queue.spare_worker()
-        device = "cuda" if loaded.question.requires == "cuda" else None
-        limits = FIRST_TRY_LIMITS if not self.book.tries_ended_early(loaded) else PROVE_LIMITS
-        try:
-            run = await self.queue.run(loaded.question.code, device=device, limits=limits, lane="background")
-            # Twice (unless the first says nothing), the second on two threads: code that prints
-            # something else each time, or on another machine's cores, proves nothing (see `check`).
-            again = (await self.queue.run(loaded.question.code, device=device, limits=again_limits(limits), lane="background")
-                     if worth_running_again(run) else run)  # fmt: skip
-        except SandboxError as exc:
-            log.warning("could not prove %s now (the sandbox is down): %s", loaded.id, exc)
-            await asyncio.sleep(2)
-            return "not run"
-        if "unavailable" in (run.status, again.status):  # nothing online can run it now (no remote worker yet)
-            await asyncio.sleep(2)
-            return "not run"
-        if run.status in TRANSIENT or again.status in TRANSIENT:
-            self.book.transient_failure(loaded, run.message or again.message or run.status)
-            return "ended early"
-        checked = check(loaded, run, self.book.device, again)
-        self.book.remember(loaded, checked)
-        if checked.result == "fail":
-            log.warning("held back %s (%s): its run contradicts the key: %s", loaded.id, loaded.path, checked.reason)
-        return "done"

@@ -23,7 +23,8 @@ from app.runs.queue import RunQueue
 from app.settings import Settings
 from app.store import Store, utcnow
 from app.verify.live_bank import LiveBank
-from app.verify.proofs import ProofBook, Prover
+from app.verify.proofs import ProofBook
+from app.verify.prover import Prover
 from app.verify.question_runs import QuestionRuns
 from app.web.answer_rate import AnswerRate
 from app.web.errors import install_error_handlers
@@ -92,7 +93,9 @@ def create_app(
             page_threads=PageThreads(store.useful_threads),
             answer_rate=AnswerRate(settings.answers_per_minute, settings.answers_per_minute_per_address),
         )  # fmt: skip
-        live_bank.prepare.append(proofs.summary)  # the footer's counts, ready before a reload is served
+        live_bank.prepare.append(
+            proofs.summary
+        )  # the footer's counts, ready before a reload is served
         prover.start()  # keys nothing proved yet are checked in the background, learners first
         live_bank.start()  # file changes are picked up by a thread of its own, never by a request
         try:
@@ -120,7 +123,11 @@ def create_app(
     app.state.templates = templates
     app.state.settings = settings
     # innermost of ours; a studio call carries a whole set file, JSON-escaped (up to 6 bytes a character)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes(), studio_max_bytes=SET_FILE_BYTES * 6 + 4096)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_request_bytes(),
+        studio_max_bytes=SET_FILE_BYTES * 6 + 4096,
+    )
     app.add_middleware(LearnerCookie, secret_key=settings.resolved_secret_key())
     app.add_middleware(SameOrigin)
     app.add_middleware(SecurityHeaders)

@@ -77,7 +77,8 @@ def test_every_key_agrees_with_the_run_learners_are_shown(sandbox_pool: Sandbox)
     from concurrent.futures import ThreadPoolExecutor
 
     from app.bank import load_bank
-    from app.verify.proofs import PROVE_LIMITS, ProofBook
+    from app.verify.proofs import ProofBook
+    from app.verify.prover import PROVE_LIMITS
     from app.verify.question_runs import device_of
 
     book = ProofBook(sandbox_pool.environment)
