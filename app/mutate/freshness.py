@@ -9,8 +9,10 @@ rules a record was made under: while it holds, a page takes the record's mutants
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,20 +27,26 @@ _ENGINE = Path(__file__).parent
 
 @lru_cache(maxsize=1)
 def rules_version() -> str | None:
-    """A digest of the mutation engine's source (every module of `app.mutate`, and
-    `mutant_hash`'s): a record made under the same digest holds exactly the mutants these rules
-    derive from the code it names, so a page can show them without deriving them again (~90 ms
-    a question, once per web process). Any edit here, a comment's included, changes it: the
-    page then derives them, as for a record made before versions were kept. None where the
-    source is not there to read (nothing is taken on trust then)."""
+    """A digest of the mutation engine's code (every module of `app.mutate`, and `mutant_hash`'s):
+    a record made under the same digest holds exactly the mutants these rules derive from the
+    code it names, so a page can show them without deriving them again (~90 ms a question, once
+    per web process). Any change to what the code says changes it; layout and comments do not
+    (the digest is of the syntax tree), so reformatting keeps a record fresh. The page then
+    derives them, as for a record made before versions were kept. None where the source is not
+    there to read (nothing is taken on trust then)."""
     try:
         digest = hashlib.sha256()
         for path in sorted(_ENGINE.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        digest.update(inspect.getsource(mutant_hash).encode())
-    except (OSError, TypeError):
+            digest.update(path.name.encode() + b"\0" + _syntax(path.read_text()) + b"\0")
+        digest.update(_syntax(textwrap.dedent(inspect.getsource(mutant_hash))))
+    except (OSError, TypeError, SyntaxError):
         return None
     return digest.hexdigest()[:16]
+
+
+def _syntax(source: str) -> bytes:
+    """The code's syntax tree without positions: what it does, not how it is laid out."""
+    return ast.dump(ast.parse(source)).encode()
 
 
 def belongs_in(device_kind: str, requires: str | None) -> bool:

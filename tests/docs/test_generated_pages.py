@@ -9,7 +9,8 @@ import pytest
 
 from app.bank.schema import json_schema
 from app.cli import main
-from app.cli.docs import FIELD_NOTES, PAGES, generated_pages, questions_yaml_page
+from app.cli.docs import PAGES, generated_pages
+from app.cli.docs.questions_page import FIELD_NOTES, questions_yaml_page
 from tests.support.cli import REPO
 
 DOCS = REPO / "docs"
@@ -62,5 +63,5 @@ def test_words_given_for_undescribed_fields_name_real_fields_the_schema_leaves_u
         properties = schema["properties"] if owner == "QuestionSet" else schema["$defs"][owner]["properties"]
         assert field in properties, f"FIELD_NOTES names {owner}.{field}, which the schema does not have"
         assert not properties[field].get("description"), (
-            f"{owner}.{field} is described in app/bank/schema.py now: drop it from FIELD_NOTES in app/cli/docs.py"
+            f"{owner}.{field} is described in app/bank/schema.py now: drop it from FIELD_NOTES in app/cli/docs/questions_page.py"
         )
