@@ -7,15 +7,13 @@ Pure functions over bank questions; no web, no database. Both the pages and the 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
-import random
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.bank.load import LoadedQuestion
+from app.bank.public import correct_choices
 from app.bank.schema import (
     DTYPE_NAME,
     NUMBER,
@@ -24,7 +22,6 @@ from app.bank.schema import (
     MultipleChoiceQuestion,
     PredictOutputQuestion,
     Tolerance,
-    correct_choices,
 )
 
 if TYPE_CHECKING:
@@ -215,29 +212,6 @@ def grade_output(question: PredictOutputQuestion, submitted: str) -> bool:
 def grade_choices(question: MultipleChoiceQuestion, picked: set[int]) -> bool:
     """Right only when exactly the correct choices are picked (all of them, and nothing else)."""
     return set(picked) == correct_choices(question)
-
-
-def choice_order(question: MultipleChoiceQuestion, learner: str, secret: str) -> list[int]:
-    """The order a learner sees the choices in (their identities, places in the YAML): stable for
-    one learner and question, different between learners, as written when the question opts out.
-    Drawn with the server's secret, so that no one can work it out from their own learner id (or
-    an interview's token) and the code: a form or an API answer sends back positions in this
-    order (`picked_at`), which then say nothing of where the bank wrote the right choice."""
-    order = list(range(len(question.choices)))
-    if question.shuffle:
-        seed = hmac.new(
-            secret.encode(), f"{learner}\0{question.id}".encode(), hashlib.sha256
-        ).digest()
-        random.Random(seed).shuffle(order)
-    return order
-
-
-def picked_at(positions: list[int] | None, order: list[int] | None) -> list[int] | None:
-    """The choices (by identity) a learner picked at `positions` of their `order`. A position
-    outside it is passed on as it is: `grade` says that there is no such choice."""
-    if positions is None or order is None:
-        return positions
-    return [order[p] if 0 <= p < len(order) else p for p in positions]
 
 
 class AnswerError(ValueError):

@@ -3,11 +3,14 @@ fields. Never the key, the feedback or the explanation: those come only with a g
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import random
 import re
 from typing import Any
 
 from app.bank.load import LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, multiple_answers
+from app.bank.schema import MultipleChoiceQuestion
 
 _WORDS = {
     "amp": "AMP", "cpu": "CPU", "cuda": "CUDA", "gpu": "GPU", "api": "API", "fp16": "FP16", "fp32": "FP32",
@@ -73,3 +76,36 @@ def public_question(
     if proof is not None:
         data["proof"] = proof
     return data
+
+
+def correct_choices(question: MultipleChoiceQuestion) -> set[int]:
+    """The places of the right choices in the YAML file."""
+    return {i for i, choice in enumerate(question.choices) if choice.correct}
+
+
+def multiple_answers(question: MultipleChoiceQuestion) -> bool:
+    """Checkboxes ("pick every right answer") rather than radio buttons."""
+    return len(correct_choices(question)) > 1
+
+
+def choice_order(question: MultipleChoiceQuestion, learner: str, secret: str) -> list[int]:
+    """The order a learner sees the choices in (their identities, places in the YAML): stable for
+    one learner and question, different between learners, as written when the question opts out.
+    Drawn with the server's secret, so that no one can work it out from their own learner id (or
+    an interview's token) and the code: a form or an API answer sends back positions in this
+    order (`picked_at`), which then say nothing of where the bank wrote the right choice."""
+    order = list(range(len(question.choices)))
+    if question.shuffle:
+        seed = hmac.new(
+            secret.encode(), f"{learner}\0{question.id}".encode(), hashlib.sha256
+        ).digest()
+        random.Random(seed).shuffle(order)
+    return order
+
+
+def picked_at(positions: list[int] | None, order: list[int] | None) -> list[int] | None:
+    """The choices (by identity) a learner picked at `positions` of their `order`. A position
+    outside it is passed on as it is: `grade` says that there is no such choice."""
+    if positions is None or order is None:
+        return positions
+    return [order[p] if 0 <= p < len(order) else p for p in positions]

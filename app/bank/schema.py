@@ -395,13 +395,3 @@ def json_schema() -> dict:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "ampquiz question set"
     return schema
-
-
-def correct_choices(question: MultipleChoiceQuestion) -> set[int]:
-    """The places of the right choices in the YAML file."""
-    return {i for i, choice in enumerate(question.choices) if choice.correct}
-
-
-def multiple_answers(question: MultipleChoiceQuestion) -> bool:
-    """Checkboxes ("pick every right answer") rather than radio buttons."""
-    return len(correct_choices(question)) > 1

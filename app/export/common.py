@@ -13,8 +13,8 @@ import re
 from markdown_it import MarkdownIt
 
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.bank.public import title_of
-from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, correct_choices
+from app.bank.public import correct_choices, title_of
+from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
 from app.grading import accepted_outputs, describe_tolerance
 from app.verify.proof_lines import ProofLine  # noqa: F401 - decided in app.verify; the formats take it from here
 

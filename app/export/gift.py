@@ -13,7 +13,8 @@ proof line are the general feedback (`####`).
 from __future__ import annotations
 
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, multiple_answers
+from app.bank.public import multiple_answers
+from app.bank.schema import MultipleChoiceQuestion
 from app.export import common
 from app.export.common import ProofLine
 from app.export.moodle import shortanswer_text

@@ -12,7 +12,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
-from app.bank.schema import MultipleChoiceQuestion, multiple_answers
+from app.bank.public import multiple_answers
+from app.bank.schema import MultipleChoiceQuestion
 from app.export import common
 from app.export.common import ProofLine
 from app.verify.proof_lines import committed_proof_lines

@@ -21,12 +21,8 @@ import xml.etree.ElementTree as ET
 import zipfile
 
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import (
-    MultipleChoiceQuestion,
-    PredictOutputQuestion,
-    correct_choices,
-    multiple_answers,
-)
+from app.bank.public import correct_choices, multiple_answers
+from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
 from app.export import common
 from app.export.common import ProofLine
 from app.verify.proof_lines import committed_proof_lines

@@ -20,7 +20,7 @@ from app.store import migrate, sql
 from app.store.database import SqliteWriterTurn, make_engine, reconnecting
 from app.store.driver_statements import DriverQuery, DriverWrite, rows_together
 from app.store.learner_summaries import KeptSummaries, KeptSummary, as_asked
-from app.store.rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate
+from app.store.rows import AttemptRow, CardRow, LearnerData, QuestionState, ReviewUpdate, card_write
 from app.store.tables import (
     Attempt,
     as_utc,
@@ -235,7 +235,7 @@ class Store:
         stored = self._card_of.rows(
             conn, {"learner": values["learner_id"], "question": values["question_id"]}
         )
-        card_row = _card_write(_card(stored[0]) if stored else None, review, reschedule, values)
+        card_row = card_write(_card(stored[0]) if stored else None, review, reschedule, values)
         if values["learner_id"] not in self._known_learners:
             self._write_learner.run(
                 conn, {"id": values["learner_id"], "created_at": values["created_at"]}
@@ -378,23 +378,6 @@ class Store:
 
 def _by_topic(rows: list[Any]) -> dict[str, tuple[int, int]]:
     return {t: (n, int(r or 0)) for t, n, r in rows}
-
-
-def _card_write(card: CardRow | None, review: ReviewUpdate | None,
-                reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None,
-                values: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
-    """The review card's row to write with an answer (`sql.CARD_COLUMNS`; None: the card stays
-    as it is): `review`, or what `reschedule` makes of the card stored (None, or another
-    version's card: afresh)."""
-    fingerprint, correct = values["fingerprint"], values["correct"]
-    same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
-    if reschedule is not None:
-        review = reschedule(card if same else None)
-    if review is None:
-        return None
-    lapses = (card.lapses if card is not None and same else 0) + (0 if correct else 1)
-    return {"learner_id": values["learner_id"], "question_id": values["question_id"], "card": review.card_json,
-            "due": review.due, "lapses": lapses, "fingerprint": fingerprint}  # fmt: skip
 
 
 def _attempt(row: Any) -> AttemptRow:

@@ -4,9 +4,10 @@ a progress page reads dozens), a learner's summary, one question's state, a card
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from app.store.tables import AttemptValues, as_utc
 
@@ -92,3 +93,20 @@ class ReviewUpdate:
 
     card_json: str
     due: datetime
+
+
+def card_write(card: CardRow | None, review: ReviewUpdate | None,
+                reschedule: Callable[[CardRow | None], ReviewUpdate | None] | None,
+                values: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+    """The review card's row to write with an answer (`sql.CARD_COLUMNS`; None: the card stays
+    as it is): `review`, or what `reschedule` makes of the card stored (None, or another
+    version's card: afresh)."""
+    fingerprint, correct = values["fingerprint"], values["correct"]
+    same = card is not None and (not card.fingerprint or card.fingerprint == fingerprint)
+    if reschedule is not None:
+        review = reschedule(card if same else None)
+    if review is None:
+        return None
+    lapses = (card.lapses if card is not None and same else 0) + (0 if correct else 1)
+    return {"learner_id": values["learner_id"], "question_id": values["question_id"], "card": review.card_json,
+            "due": review.due, "lapses": lapses, "fingerprint": fingerprint}  # fmt: skip

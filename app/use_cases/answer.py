@@ -22,8 +22,9 @@ from typing import Any, cast
 
 from app import review
 from app.bank.load import LoadedQuestion
+from app.bank.public import choice_order, picked_at
 from app.bank.schema import MultipleChoiceQuestion
-from app.grading import AnswerError, GradedAnswer, choice_order, grade, picked_at, regrade
+from app.grading import AnswerError, GradedAnswer, grade, regrade
 from app.interview import entries, model
 from app.store import Attempt, AttemptRow, ReviewCard, Store
 from app.verify.proofs import Proof

@@ -16,8 +16,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.bank.load import LoadedQuestion
-from app.bank.public import title_of
-from app.bank.schema import MultipleChoiceQuestion, multiple_answers
+from app.bank.public import multiple_answers, title_of
+from app.bank.schema import MultipleChoiceQuestion
 from app.grading import AnswerError, describe_tolerance
 from app.interview import entries, model, snippets
 from app.interview.report import Progress, progress

@@ -18,8 +18,8 @@ from fastapi.responses import RedirectResponse, Response
 from app import review as review_module
 from app.bank.index import BankIndex, index_of
 from app.bank.load import LoadedQuestion, LoadedSet
-from app.bank.public import excerpt, title_of
-from app.bank.schema import MultipleChoiceQuestion, multiple_answers
+from app.bank.public import excerpt, multiple_answers, title_of
+from app.bank.schema import MultipleChoiceQuestion
 from app.grading import AnswerError, GradedAnswer, describe_tolerance, regrade
 from app.progress import Standing
 from app.use_cases.answer import submit_id_problem

@@ -17,7 +17,11 @@ async def test_lists_sets_and_questions_with_counts(web: Web) -> None:
         questions = (await c.get("/api/questions", params={"topic": "dtypes"})).json()
         assert [q["id"] for q in questions] == ["mc-half-dtype", "mc-sixteen-bit"]
         shown = questions[0]["choices"]  # in this learner's order, each with its position there
-        assert sorted(c["text"] for c in shown) == ["`torch.bfloat16`", "`torch.float16`", "`torch.float32`"]
+        assert sorted(c["text"] for c in shown) == [
+            "`torch.bfloat16`",
+            "`torch.float16`",
+            "`torch.float32`",
+        ]
         assert [c["index"] for c in shown] == [0, 1, 2]
         assert questions[0]["multiple"] is False and questions[1]["multiple"] is True
         health = (await c.get("/healthz")).json()
@@ -76,24 +80,36 @@ async def test_predict_output_wrong_then_right(web: Web) -> None:
 async def test_multiple_choice_wrong_then_right_with_feedback(web: Web) -> None:
     async with web.client() as c:
         wrong = (
-            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 2)})
+            await c.post(
+                "/api/questions/mc-half-dtype/attempts?run=false",
+                json={"choices": await shown_at(c, "mc-half-dtype", 2)},
+            )
         ).json()
         assert wrong["correct"] is False
         assert wrong["outcome"]["correct_choices"] == await shown_at(c, "mc-half-dtype", 1)
         picked = [ch for ch in wrong["outcome"]["choices"] if ch["picked"]]
         assert [ch["why"] for ch in picked] == ["WHY-C-WRONG bfloat16 is another format."]
         right = (
-            await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+            await c.post(
+                "/api/questions/mc-half-dtype/attempts?run=false",
+                json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+            )
         ).json()
         assert right["correct"] is True
 
         # several right answers: all of them, and nothing else
         some = (
-            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": await shown_at(c, "mc-sixteen-bit", 0)})
+            await c.post(
+                "/api/questions/mc-sixteen-bit/attempts",
+                json={"choices": await shown_at(c, "mc-sixteen-bit", 0)},
+            )
         ).json()
         assert some["correct"] is False and some["run"] is None  # no code, no run
         both = (
-            await c.post("/api/questions/mc-sixteen-bit/attempts", json={"choices": await shown_at(c, "mc-sixteen-bit", 1, 0)})
+            await c.post(
+                "/api/questions/mc-sixteen-bit/attempts",
+                json={"choices": await shown_at(c, "mc-sixteen-bit", 1, 0)},
+            )
         ).json()
         assert both["correct"] is True
 
@@ -146,7 +162,10 @@ async def test_run_code_with_and_without_explanation(web: Web) -> None:
 
 async def test_progress_survives_a_restart(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
+        await c.post(
+            "/api/questions/mc-half-dtype/attempts?run=false",
+            json={"choices": await shown_at(c, "mc-half-dtype", 0)},
+        )
         await c.post(
             "/api/questions/po-linear-dtype/attempts?run=false",
             json={"output": "torch.bfloat16 torch.Size([1, 2])"},
@@ -179,7 +198,10 @@ async def test_progress_survives_a_restart(web: Web) -> None:
 
 async def test_a_forged_cookie_is_a_new_learner(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        await c.post(
+            "/api/questions/mc-half-dtype/attempts?run=false",
+            json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+        )
         learner = c.cookies["ampquiz_learner"]
     forged = learner[:-2] + ("AA" if not learner.endswith("AA") else "BB")
     async with web.client() as c:
@@ -191,10 +213,16 @@ async def test_a_forged_cookie_is_a_new_learner(web: Web) -> None:
 
 async def test_missed_questions_come_back_for_review(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 0)})
+        await c.post(
+            "/api/questions/mc-half-dtype/attempts?run=false",
+            json={"choices": await shown_at(c, "mc-half-dtype", 0)},
+        )
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
         # right again at once, the key just shown: practice, not recorded, so it stays to revisit
-        again = await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        again = await c.post(
+            "/api/questions/mc-half-dtype/attempts?run=false",
+            json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+        )
         assert again.json()["correct"] is True and again.json()["recorded"] is False
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "wrong"
         web.clock.advance(minutes=30)
@@ -202,7 +230,10 @@ async def test_missed_questions_come_back_for_review(web: Web) -> None:
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["question_id"] == "mc-half-dtype" and review[0]["is_due"] is True
         # recalled when due: the next review moves out by days
-        await c.post("/api/questions/mc-half-dtype/attempts?run=false", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        await c.post(
+            "/api/questions/mc-half-dtype/attempts?run=false",
+            json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+        )
         review = (await c.get("/api/progress")).json()["review"]
         assert review[0]["is_due"] is False and "day" in review[0]["due_in"]
         web.clock.advance(days=60)
@@ -222,7 +253,9 @@ async def test_openapi_documents_the_api(web: Web) -> None:
             assert path in schema["paths"]
         run = schema["paths"]["/api/run"]["post"]
         assert "429" in run["responses"]
-        assert run["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/RunIn"}
+        assert run["requestBody"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/RunIn"
+        }
         docs = await c.get("/docs")
         assert docs.status_code == 200 and "swagger" in docs.text.lower()
 

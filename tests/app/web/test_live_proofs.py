@@ -66,7 +66,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     bank = work / "bank"
     # Without the committed CUDA record: a CPU server whose CUDA keys no run has proved yet (what
     # an instructor's new CUDA question is). The record's own proofs: test_a_committed_cuda_record_...
-    shutil.copytree(BANK, bank, ignore=lambda folder, names: [n for n in names if n.startswith("cuda-") and n.endswith(".json")])
+    shutil.copytree(
+        BANK,
+        bank,
+        ignore=lambda folder, names: [
+            n for n in names if n.startswith("cuda-") and n.endswith(".json")
+        ],
+    )
     server = Server(work, bank=bank)
     server.start()
     try:
@@ -81,7 +87,14 @@ def bank_of(server: Server) -> Path:
 
 def first(kind: type, where: Callable[[Any], bool]) -> LoadedQuestion:
     """The first question of the real bank of this kind that `where` holds for."""
-    found = next((q for q in load_bank(BANK).questions if isinstance(q.question, kind) and where(q.question)), None)
+    found = next(
+        (
+            q
+            for q in load_bank(BANK).questions
+            if isinstance(q.question, kind) and where(q.question)
+        ),
+        None,
+    )
     assert found is not None, "the bank has no such question"
     return found
 
@@ -100,7 +113,10 @@ def test_a_wrong_key_dropped_into_the_running_bank_is_never_graded(live: Server)
             r = attempt(c, "planted-fp16-max", output="65504.0")  # the truth, typed by a learner
             seen.append(r.status_code)
             assert r.status_code in (404, 409), r.text  # not there yet, or there and not graded
-            held = any(q["id"] == "planted-fp16-max" for q in c.get("/healthz").json()["proofs"]["held_back"])
+            held = any(
+                q["id"] == "planted-fp16-max"
+                for q in c.get("/healthz").json()["proofs"]["held_back"]
+            )
             time.sleep(0.05)
         assert held, "the server should hold the planted question back"
         assert 409 in seen  # it was served, from its first second, without grading
@@ -129,14 +145,18 @@ def test_a_learner_typing_what_the_code_prints_is_never_told_they_are_wrong(live
 
 
 def test_a_new_file_reusing_an_id_is_left_out_whatever_its_name(live: Server) -> None:
-    taken = load_bank(bank_of(live)).questions[-1]  # served from a file that sorts after the new one
+    taken = load_bank(bank_of(live)).questions[
+        -1
+    ]  # served from a file that sorts after the new one
     owner = Path(taken.path).name
     (bank_of(live) / "aaa-reuses-an-id.yaml").write_text(REUSES_AN_ID.replace("{qid}", taken.id))
     with httpx.Client(base_url=live.url, timeout=30) as c:
         deadline = time.monotonic() + 30
         problems: list[str] = []
         while time.monotonic() < deadline and not problems:
-            problems = [p for p in c.get("/healthz").json()["problems"] if "aaa-reuses-an-id.yaml" in p]
+            problems = [
+                p for p in c.get("/healthz").json()["problems"] if "aaa-reuses-an-id.yaml" in p
+            ]
             time.sleep(0.1)
         assert problems and f"duplicate id '{taken.id}'" in problems[0]
         assert owner in problems[0]  # both places named
@@ -147,32 +167,51 @@ def test_a_new_file_reusing_an_id_is_left_out_whatever_its_name(live: Server) ->
     lint = ampquiz("lint", str(bank_of(live)))  # the command line blames the same file
     assert lint.returncode == 1
     blamed = [line for line in lint.stdout.splitlines() if "duplicate id" in line]
-    assert blamed and all(line.startswith(str(bank_of(live) / "aaa-reuses-an-id.yaml")) for line in blamed)
+    assert blamed and all(
+        line.startswith(str(bank_of(live) / "aaa-reuses-an-id.yaml")) for line in blamed
+    )
 
 
-def test_each_learner_sees_a_stable_order_of_their_own_and_answers_by_position(live: Server) -> None:
+def test_each_learner_sees_a_stable_order_of_their_own_and_answers_by_position(
+    live: Server,
+) -> None:
     """Choices come shuffled per learner, and an answer names a choice by its position in that
     order (the page's inputs, the API's `index`): never by its place in the YAML, where the bank
     writes the right choice first in most questions, so sending 0 was right almost every time."""
-    with httpx.Client(base_url=live.url, timeout=30) as one, httpx.Client(base_url=live.url, timeout=30) as two:
-        mcs = [q for q in one.get("/api/questions").json() if q["kind"] == "multiple_choice" and len(q["choices"]) >= 3]
+    with (
+        httpx.Client(base_url=live.url, timeout=30) as one,
+        httpx.Client(base_url=live.url, timeout=30) as two,
+    ):
+        mcs = [
+            q
+            for q in one.get("/api/questions").json()
+            if q["kind"] == "multiple_choice" and len(q["choices"]) >= 3
+        ]
         differ = 0
         for q in mcs[:12]:
             choices = one.get(f"/api/questions/{q['id']}").json()["choices"]
             mine = [c["text"] for c in choices]
             assert [c["index"] for c in choices] == list(range(len(choices)))
-            assert mine == [c["text"] for c in one.get(f"/api/questions/{q['id']}").json()["choices"]]
+            assert mine == [
+                c["text"] for c in one.get(f"/api/questions/{q['id']}").json()["choices"]
+            ]
             page = one.get(f"/questions/{q['id']}").text
             values = [int(v) for v in re.findall(r'name="choice" value="(\d+)"', page)]
             assert values == list(range(len(choices))), q["id"]  # positions, as the API's
-            differ += mine != [c["text"] for c in two.get(f"/api/questions/{q['id']}").json()["choices"]]
+            differ += mine != [
+                c["text"] for c in two.get(f"/api/questions/{q['id']}").json()["choices"]
+            ]
         assert differ >= 3
         # the first position is right about as often as chance makes it (it was 72 of 73 questions)
-        gradeable = [q for q in mcs if q["proof"]["state"] in ("proved", "conceptual") and not q["multiple"]][:12]
+        gradeable = [
+            q for q in mcs if q["proof"]["state"] in ("proved", "conceptual") and not q["multiple"]
+        ][:12]
         firsts_right = sum(attempt(two, q["id"], choices=[0]).json()["correct"] for q in gradeable)
         assert len(gradeable) == 12 and firsts_right <= 9, firsts_right
         # graded by what the learner picked: the right choices, whatever position they are shown in
-        q = next(q for q in mcs if q["proof"]["state"] in ("proved", "conceptual") and not q["multiple"])
+        q = next(
+            q for q in mcs if q["proof"]["state"] in ("proved", "conceptual") and not q["multiple"]
+        )
         wrong = attempt(one, q["id"], choices=[0]).json()
         right = [c["index"] for c in wrong["outcome"]["choices"] if c["correct"]]
         assert right == wrong["outcome"]["correct_choices"]
@@ -192,8 +231,15 @@ def test_a_cuda_answer_does_not_count_on_a_question_about_the_cpu(live: Server) 
         # no CUDA run here, nor a CUDA record, proved it.
         page = c.get(f"/questions/{q.id}").text
         submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
-        answered = c.post(f"/questions/{q.id}", data={"output": q.question.answer, "submit_id": submit_id}, follow_redirects=True)
-        assert "on CUDA it prints (not this question's answer; the author's, not yet proved by a run there)" in html.unescape(answered.text)
+        answered = c.post(
+            f"/questions/{q.id}",
+            data={"output": q.question.answer, "submit_id": submit_id},
+            follow_redirects=True,
+        )
+        assert (
+            "on CUDA it prints (not this question's answer; the author's, not yet proved by a run there)"
+            in html.unescape(answered.text)
+        )
 
 
 def test_printed_numbers_count_within_the_tolerance(live: Server) -> None:
@@ -220,7 +266,10 @@ def test_three_quick_submits_make_one_attempt_and_an_empty_answer_none(live: Ser
             replies = list(pool.map(lambda _: c.post(f"/questions/{qid}", data=form), range(3)))
         assert {r.status_code for r in replies} == {303}
         assert len({r.headers["location"] for r in replies}) == 1  # all three show the same attempt
-        assert c.post(f"/questions/{qid}", data=form).headers["location"] == replies[0].headers["location"]
+        assert (
+            c.post(f"/questions/{qid}", data=form).headers["location"]
+            == replies[0].headers["location"]
+        )
         empty = c.post(f"/questions/{qid}", data={"output": "  \n", "submit_id": "another"})
         assert empty.status_code == 400 and "Type what you think it prints first." in empty.text
         api_empty = attempt(c, qid, output="")
@@ -239,11 +288,21 @@ def test_every_page_says_what_proved_its_answers(live: Server) -> None:
         assert "not yet verified on CUDA" in c.get(f"/questions/{cuda_only.id}").text
         # Answered, it is graded on the author's word, and the verdict says so beside it; a key
         # proved here says nothing of the kind.
-        for qid, unproved in ((cuda_only.id, True), (first(PredictOutputQuestion, lambda q: q.requires == "cpu").id, False)):
+        for qid, unproved in (
+            (cuda_only.id, True),
+            (first(PredictOutputQuestion, lambda q: q.requires == "cpu").id, False),
+        ):
             page = c.get(f"/questions/{qid}").text
             submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
-            answered = c.post(f"/questions/{qid}", data={"output": "a guess", "submit_id": submit_id}, follow_redirects=True)
-            said = "Graded by the author's answer: no run on CUDA has proved it yet" in html.unescape(answered.text)
+            answered = c.post(
+                f"/questions/{qid}",
+                data={"output": "a guess", "submit_id": submit_id},
+                follow_redirects=True,
+            )
+            said = (
+                "Graded by the author's answer: no run on CUDA has proved it yet"
+                in html.unescape(answered.text)
+            )
             assert said is unproved, (qid, answered.text[:2000])
 
 
@@ -258,19 +317,31 @@ def test_a_committed_cuda_record_proves_cuda_answers_on_a_cpu_server(tmp_path: P
     server.start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as c:
-            cuda_only = first(PredictOutputQuestion, lambda q: q.requires == "cuda" and not q.torch_versions)
+            cuda_only = first(
+                PredictOutputQuestion, lambda q: q.requires == "cuda" and not q.torch_versions
+            )
             page = c.get(f"/questions/{cuda_only.id}").text
             assert "verified on CUDA · NVIDIA" in page and "not yet verified on CUDA" not in page
             submit_id = re.search(r'name="submit_id" value="([^"]+)"', page).group(1)
-            answered = c.post(f"/questions/{cuda_only.id}", data={"output": "a guess", "submit_id": submit_id}, follow_redirects=True)
+            answered = c.post(
+                f"/questions/{cuda_only.id}",
+                data={"output": "a guess", "submit_id": submit_id},
+                follow_redirects=True,
+            )
             assert "Graded by the author's answer" not in html.unescape(answered.text)
-            later = first(PredictOutputQuestion, lambda q: q.requires == "cuda" and bool(q.torch_versions))
-            assert "not run on CUDA: its key is what torch >=" in html.unescape(c.get(f"/questions/{later.id}").text)
+            later = first(
+                PredictOutputQuestion, lambda q: q.requires == "cuda" and bool(q.torch_versions)
+            )
+            assert "not run on CUDA: its key is what torch >=" in html.unescape(
+                c.get(f"/questions/{later.id}").text
+            )
     finally:
         server.stop()
 
 
-def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_anyone_is_graded(tmp_path: Path) -> None:
+def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_anyone_is_graded(
+    tmp_path: Path,
+) -> None:
     """Code printing an unseeded random draw passed the prover's runs and the committed record by
     luck, and the run each result page showed printed something else beside a verdict graded on
     the key. Here the record says pass for a key the code never prints (what such luck, or a
@@ -284,22 +355,30 @@ def test_a_run_handed_out_that_contradicts_a_recorded_key_holds_it_back_before_a
     bank.mkdir()
     (bank / "lucky.yaml").write_text(wrong_key_set("lucky-record"))  # its key, "proved" by a record
     loaded = load_bank(bank).question("lucky-record")
-    environment = json.loads((BANK / "verified" / "cpu-torch2.13.0.json").read_text())["environment"]
+    environment = json.loads((BANK / "verified" / "cpu-torch2.13.0.json").read_text())[
+        "environment"
+    ]
     (bank / "verified").mkdir()
     entry = {"result": "pass", "hash": question_hash(loaded.question)}
-    (bank / "verified" / "cpu-torch2.13.0.json").write_text(json.dumps({"environment": environment, "results": {loaded.id: entry}}))
+    (bank / "verified" / "cpu-torch2.13.0.json").write_text(
+        json.dumps({"environment": environment, "results": {loaded.id: entry}})
+    )
     server = Server(tmp_path, bank=bank)
     server.start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as c:
-            assert c.get("/api/questions/lucky-record").json()["proof"]["state"] == "proved"  # the record's word
+            assert (
+                c.get("/api/questions/lucky-record").json()["proof"]["state"] == "proved"
+            )  # the record's word
             # The first answer, straight to the API (no page read first, no run asked for): its
             # run is made and checked before it is graded (a hand-written record got it counted).
             r = attempt(c, "lucky-record", output="65536.0")
             assert r.status_code == 409 and "under review" in r.json()["error"], r.text
             assert c.get("/api/progress").json()["totals"]["attempts"] == 0
             held = c.get("/healthz").json()["proofs"]["held_back"]
-            assert [h["id"] for h in held] == ["lucky-record"] and "made after it was proved contradicts it" in held[0]["reason"]
+            assert [h["id"] for h in held] == [
+                "lucky-record"
+            ] and "made after it was proved contradicts it" in held[0]["reason"]
     finally:
         server.stop()
 
@@ -324,13 +403,17 @@ questions:
 """
 
 
-def test_a_snippet_that_never_ends_keeps_the_keys_after_it_waiting_one_short_try(tmp_path: Path) -> None:
+def test_a_snippet_that_never_ends_keeps_the_keys_after_it_waiting_one_short_try(
+    tmp_path: Path,
+) -> None:
     """The prover ran keys in the bank's order, each timed-out run tried again at once for 60 s
     three times: a question added after one that sleeps stayed pending for 138 s (an instructor's
     walk). A first try is short, and a key whose run ended early waits behind those not tried."""
     bank = tmp_path / "bank"
     bank.mkdir()
-    (bank / "aa-sleeps.yaml").write_text(_question("aa-sleeps", "import time\ntime.sleep(1000)\nprint(1)", "1"))
+    (bank / "aa-sleeps.yaml").write_text(
+        _question("aa-sleeps", "import time\ntime.sleep(1000)\nprint(1)", "1")
+    )
     server = Server(tmp_path, bank=bank)
     server.start()
     try:
@@ -344,6 +427,8 @@ def test_a_snippet_that_never_ends_keeps_the_keys_after_it_waiting_one_short_try
                 state = found.json()["proof"]["state"] if found.status_code == 200 else ""
                 time.sleep(0.5)
             assert state == "proved"
-            assert c.get("/api/questions/aa-sleeps").json()["proof"]["state"] == "pending"  # still being tried
+            assert (
+                c.get("/api/questions/aa-sleeps").json()["proof"]["state"] == "pending"
+            )  # still being tried
     finally:
         server.stop()
