@@ -76,9 +76,8 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
             if cgroups.available and "cgroup" in steps
             else None
         )
-        if (
-            "root-sys-pci" in steps or "root-sys-cpu" in steps
-        ):  # a narrower /sys than the runners' now
+        # A narrower /sys than the runners' now.
+        if "root-sys-pci" in steps or "root-sys-cpu" in steps:
             pci = tuple(str(p) for p in Path("/sys/devices").glob("pci*"))
             module = tuple(str(p) for p in Path("/sys/module").glob("nvidia*"))
             cpu = (
@@ -126,9 +125,8 @@ def child(steps: list[str], cgroups: CgroupFactory, report: int) -> None:
                 seccomp.install(seccomp.compile_filters()[:1])
             elif step == "refusals":  # the second alone (EPERM for what it names)
                 seccomp.install(seccomp.compile_filters()[1:])
-            elif (
-                step == "allow-list-logged"
-            ):  # what the allow-list would refuse is let through, and logged
+            # What the allow-list would refuse is let through, and logged.
+            elif step == "allow-list-logged":
                 lib = seccomp._load_library()
                 seccomp.install((seccomp._compile(lib, ACT_LOG, seccomp._allow_list),))
             elif step == "core":

@@ -113,9 +113,8 @@ def _honest_message(status: str, message: str, exception: ExceptionInfo | None) 
 
 def read_claim(report: dict[str, Any], code: str, explain: bool) -> Claim:
     """The report's fields, bounded; raises `Malformed` for a report no honest runner writes."""
-    if (
-        report.get("type") == "crash"
-    ):  # the runner's own failure: "sandbox runner failed: <exception>"
+    # The runner's own failure: "sandbox runner failed: <exception>".
+    if report.get("type") == "crash":
         said = _text(report.get("message", ""), 4096)
         return Claim("killed", said if said.startswith(CRASH_PREFIX) else CRASH_PREFIX.rstrip(": "))
     status = report.get("status")

@@ -103,9 +103,8 @@ class Lines:
                 continue
             unmarked = self.compound(helper, renamed)
             lines = marked(self.statement(helper), unmarked)
-            if _dump_of(lines) != _dump_of(
-                unmarked
-            ):  # a comment landed inside a string: leave it out
+            # A comment landed inside a string: leave it out.
+            if _dump_of(lines) != _dump_of(unmarked):
                 lines = unmarked
             header = f"def {helper.name}("
             at = next(i for i, line in enumerate(lines) if header in line)

@@ -257,9 +257,8 @@ def describe(run: RunResult) -> str:
     """What a run did, as a predicate: "prints `x`", "raises `AssertionError`: …"."""
     if run.exception:
         message = run.exception.message.strip().split("\n")[0]
-        if (
-            len(message) > 80 and ". " in message
-        ):  # torch's messages go on with advice: keep what happened
+        # Torch's messages go on with advice: keep what happened.
+        if len(message) > 80 and ". " in message:
             message = message[: message.index(". ") + 1]
         message = message if len(message) <= 120 else message[:119] + "…"
         return (

@@ -190,9 +190,8 @@ class SwapScalerDevice(Rule):
                         for k in call.keywords
                     ]
                 changed = True
-            elif (
-                device is None and name.endswith("amp.GradScaler") and self.place(call)
-            ):  # the "cuda" default, made explicit
+            # The "cuda" default, made explicit.
+            elif device is None and name.endswith("amp.GradScaler") and self.place(call):
                 call.args.insert(0, ast.Constant("cpu"))
                 changed = True
         return changed

@@ -84,9 +84,8 @@ class PageThreads:
 def _do(
     loop: asyncio.AbstractEventLoop, done: asyncio.Future[Any], work: Callable[[], Any]
 ) -> None:
-    if (
-        done.cancelled()
-    ):  # a read of a flag the loop's thread sets: at worst the work is done unseen
+    # A read of a flag the loop's thread sets: at worst the work is done unseen.
+    if done.cancelled():
         return
     try:
         result = work()

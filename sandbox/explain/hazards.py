@@ -94,9 +94,8 @@ def _writes_another_argument(func: Any) -> bool:
     variance, a fused optimizer's states, an `out=`): re-run to compare, it wrote them a second
     time, and a snippet under the explainer printed running statistics updated twice."""
     try:
-        if (
-            "batch_norm" in func._schema.name
-        ):  # `native_batch_norm` writes them undeclared in its schema
+        # `native_batch_norm` writes them undeclared in its schema.
+        if "batch_norm" in func._schema.name:
             return True
         return any(
             a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments[1:]

@@ -263,9 +263,8 @@ async def answer_form(request: Request) -> Response:
             return page
 
         return await in_thread(state, refused)
-    if (
-        kept.saved is None
-    ):  # they saw its key: graded and shown, not recorded (`Answers.practice_until`)
+    # They saw its key: graded and shown, not recorded (`Answers.practice_until`).
+    if kept.saved is None:
         run, run_message = await state.question_run(loaded)
         until = kept.counts_again_at
         assert until is not None

@@ -52,9 +52,8 @@ async def playground(
         # Running an unanswered question's own code gives its answer away (what a predict-the-output
         # question prints is its answer; a multiple-choice one's code prints what its right choice
         # says): say so first.
-        if (
-            source.question.code
-        ):  # the learner's status read in the page threads, off the event loop
+        # The learner's status read in the page threads, off the event loop.
+        if source.question.code:
             reveals = await in_thread(state, lambda: state.status(learner, source)) == "new"
     return await page(
         state, request, "playground.html", code=code, source=source, explain=True, run=None,

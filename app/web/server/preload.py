@@ -112,9 +112,8 @@ def _run_web_processes(options: dict, banner: str) -> int:
         socket = config.bind_socket()
     except SystemExit:  # uvicorn said why (a port in use, say)
         return NOT_LISTENING
-    if (
-        "target" in inspect.signature(Multiprocess).parameters
-    ):  # uvicorn before it built each process's server itself
+    # Uvicorn before it built each process's server itself.
+    if "target" in inspect.signature(Multiprocess).parameters:
         from uvicorn import Server
 
         supervisor = Multiprocess(config, target=Server(config).run, sockets=[socket])  # type: ignore[call-arg]

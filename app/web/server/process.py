@@ -67,9 +67,8 @@ from app.web.server.preload import STARTUP_FAILED
 
 
 def create_app() -> FastAPI:
-    if (
-        os.getpid() != _IMPORTED_IN and _serve.isdigit()
-    ):  # a web process forked by `app.web.server.preload`
+    # A web process forked by `app.web.server.preload`.
+    if os.getpid() != _IMPORTED_IN and _serve.isdigit():
         # SIGKILL: with its parent gone nothing supervises it, and a process still starting (its
         # database not answering, say) only notes a SIGTERM, to act on once started: it stayed.
         _die_with(_IMPORTED_IN, signal.SIGKILL)
@@ -87,9 +86,8 @@ def create_app() -> FastAPI:
 def _could_not_start(exc: Exception) -> NoReturn:
     """Says why in a line where the database is why (a traceback otherwise), and ends the process
     so that serve stops (`STARTUP_FAILED`)."""
-    if isinstance(
-        exc, (SQLAlchemyError, SchemaOutOfDate)
-    ):  # an older schema: which command upgrades it
+    # An older schema: which command upgrades it.
+    if isinstance(exc, (SQLAlchemyError, SchemaOutOfDate)):
         print(f"ampquiz: a web process could not start: {unopenable(Settings.from_env().database_url, exc)}",
               file=sys.stderr, flush=True)  # fmt: skip
     else:
