@@ -1,4 +1,4 @@
-"""One prepared runner (a slot) and the collection of one run from it: output, report, ending.
+"""The collection of one run from a prepared runner (`sandbox.slot.Slot`): output, report, ending.
 
 Everything that comes back from a run was produced next to untrusted code, so it is treated as
 input: size-capped, shape-checked, and never allowed to outlast the run's wall time. The status
@@ -15,9 +15,7 @@ import os
 import select
 import selectors
 import signal
-import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox import wire
@@ -26,6 +24,7 @@ from sandbox.claims import Malformed, read_claim, shown
 from sandbox.ending import CRASH_EXIT, EXIT_CODES, exit_status_while_exiting
 from sandbox.limits import Limits
 from sandbox.result import Environment, RunResult
+from sandbox.slot import Slot
 
 # A runner's report (explanation included) is far below these; past either, it is malformed.
 # Honest bounds (sandbox.claims): texts of 16 kB, 50 warnings of 2 kB, an explanation of 48 kB,
@@ -46,9 +45,6 @@ thread 50,000 times a second and cost the server half a core, outside the run's 
 (an attacker's review). An honest run writes its report at once and its output in few pieces."""
 # After the report (or the report channel's end): the least time allowed for the process to end.
 EXIT_GRACE_S = 0.5
-# After the kill: the most time the cleanup waits for the runner to end before it looks at the
-# cgroup anyway (a runner with many files or much memory takes longer than usual to end).
-GONE_WAIT_S = 0.5
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: "a segmentation fault (SIGSEGV)",
@@ -65,115 +61,18 @@ class RunnerGone(Exception):
     """The prepared runner died before it got the code (e.g. its zygote died): try another."""
 
 
-@dataclass
-class Slot:
-    pid: int
-    """The runner's, as the pool sees it; the runner leads its own session."""
-    sock: socket.socket
-    out_fd: int
-    err_fd: int
-    status: socket.socket | None = None
-    """The zygote's account of how the runner ended; the runner never holds this socket."""
-    cgroup: dict[str, str] | None = None
-    environment: dict[str, Any] = field(default_factory=dict)
-    """What the runner said when ready, before any untrusted code ran: protections included."""
-    watch: int | None = None
-    """A handle on the runner's /proc stat (`sandbox.ending.watch`), opened once it is ready."""
-    base_memory: int = 0
-    """What the prepared runner holds (torch, a CUDA context): memory caps come on top."""
-    base_tasks: int = 1
-    """Threads the prepared runner holds (1 on a CPU host; a CUDA runner holds the driver's too):
-    the pids cap is what the snippet may add on top of them, as the memory cap is."""
-    caps: tuple[int, int, float, int, int] | None = None
-    """The cgroup's memory, processes, CPU and disk caps as written, as `Limits` fields."""
-    pidfd: int | None = None
-    """A handle on the runner (opened by the zygote before it could reap it): the kill goes to
-    this process even after its pid is free again. None on kernels before 5.3."""
-    closed: bool = False
-
-    def set_caps(self, limits: Limits) -> None:
-        """The run's cgroup caps; the pool writes the default ones while the runner waits, so a
-        run with default limits pays for no write."""
-        # The processes cap counts torch's extra threads (`Limits.torch_threads`) on top of the snippet's own.
-        processes = limits.processes + max(0, limits.torch_threads - 1)
-        want = (limits.memory_bytes, processes, limits.cpu_cores, limits.disk_bytes_per_s, limits.disk_ios_per_s)
-        if not self.cgroup or want == self.caps:
-            return
-        have = self.caps or (None,) * len(want)
-        disk = want[3:] != have[3:]
-        RunCgroup.from_paths(self.cgroup).set_limits(
-            memory_bytes=self.base_memory + want[0] if want[0] != have[0] else None,
-            processes=want[1] + self.base_tasks - 1 if want[1] != have[1] else None,
-            cpu_cores=want[2] if want[2] != have[2] else None,
-            disk_bytes_per_s=want[3] if disk else None,
-            disk_ios_per_s=want[4] if disk else None,
-        )
-        self.caps = want
-
-    def kill(self) -> None:
-        """Kill the run and everything it started (the runner is pid 1 of its namespace; where
-        there is none, its session and the cgroup still hold what it started).
-
-        By its pidfd where there is one: a kill by pid, as root, came after the zygote had reaped
-        the runner in a quarter of runs, and a pid is reused within seconds on a busy host."""
-        try:
-            if self.pidfd is not None:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            return  # gone, and reaped: its number may be another process's now
-        if "pid-namespace" not in self.environment.get("protections", ()):
-            try:
-                os.killpg(self.pid, signal.SIGKILL)  # its session: the runner still holds the number
-            except OSError:
-                pass
-
-    def _await_gone(self, within_s: float = GONE_WAIT_S) -> None:
-        """Until the killed runner has ended, by its pidfd, so that its cgroup is found empty at
-        the first look: the runner is pid 1 of its namespace, and the kernel ends every other
-        process there before it lets the runner's own end be seen. Looking at the cgroup while
-        the runner was still tearing down its memory took three reads of cgroup.procs a run, with
-        a kill and a sleep between. Only a wait: the cgroup is still read, and emptied, after it."""
-        if self.pidfd is None or "pid-namespace" not in self.environment.get("protections", ()):
-            return
-        poller = select.poll()
-        poller.register(self.pidfd, select.POLLIN)
-        try:
-            poller.poll(within_s * 1000)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        """Kill, remove the cgroup, release descriptors. Idempotent: fd numbers get reused."""
-        if self.closed:
-            return
-        self.closed = True
-        self.kill()
-        if self.cgroup:
-            self._await_gone()
-            RunCgroup.from_paths(self.cgroup).remove()
-        self.sock.close()
-        for fd in (self.status, self.watch, self.pidfd):
-            if isinstance(fd, socket.socket):
-                fd.close()
-            elif fd is not None:
-                os.close(fd)
-        for fd in (self.out_fd, self.err_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
 def collect(slot: Slot, code: str, limits: Limits, explain: bool) -> RunResult:
     """Send the code to a prepared runner and gather what happened, within `limits.wall_s`."""
     slot.set_caps(limits)
-    if slot.cgroup:  # prepared at a low CPU weight (`PREPARING_CPU_WEIGHT`): the run gets the default
+    if (
+        slot.cgroup
+    ):  # prepared at a low CPU weight (`PREPARING_CPU_WEIGHT`): the run gets the default
         RunCgroup.from_paths(slot.cgroup).set_running_weight()
     started = time.perf_counter()
     try:
-        wire.send(slot.sock, {"type": "run", "code": code, "limits": limits.to_dict(), "explain": explain})
+        wire.send(
+            slot.sock, {"type": "run", "code": code, "limits": limits.to_dict(), "explain": explain}
+        )
     except OSError as exc:
         raise RunnerGone(str(exc)) from exc
     deadline = started + limits.wall_s
@@ -353,7 +252,10 @@ def _result(
     reported_cpu_s = info.get("cpu_s")
     cpu_s = reported_cpu_s if isinstance(reported_cpu_s, (int, float)) else 0
     if ended_by == "timeout":
-        out.status, out.message = "timeout", f"Stopped after the wall-time limit of {limits.wall_s:g} s."
+        out.status, out.message = (
+            "timeout",
+            f"Stopped after the wall-time limit of {limits.wall_s:g} s.",
+        )
         if report is not None:
             out.message += " It reported, but its process did not end: the report was set aside."
     elif ended_by == "output_limit":
@@ -362,7 +264,10 @@ def _result(
     elif ended_by == "malformed":
         out.message = "The run wrote a malformed report on the sandbox's channel and was stopped."
     elif oom:
-        out.status, out.message = "memory", f"Killed for using more than {limits.memory_bytes} bytes of memory."
+        out.status, out.message = (
+            "memory",
+            f"Killed for using more than {limits.memory_bytes} bytes of memory.",
+        )
     elif sig == signal.SIGXCPU or (sig and cpu_s >= limits.cpu_s):
         out.status, out.message = "timeout", f"Stopped at the CPU-time limit of {limits.cpu_s} s."
     elif sig:
@@ -377,7 +282,9 @@ def _result(
     return out
 
 
-def _believe(out: RunResult, report: dict[str, Any], exit_code: int | None, code: str, explain: bool) -> None:
+def _believe(
+    out: RunResult, report: dict[str, Any], exit_code: int | None, code: str, explain: bool
+) -> None:
     """Take the report's claims into `out` if the process ended as the report says it would."""
     try:
         claim = read_claim(report, code, explain)

@@ -21,10 +21,11 @@ from typing import Any
 
 from sandbox import ending, wire
 from sandbox.cgroup import RunCgroup
-from sandbox.collect import RunnerGone, Slot, collect
+from sandbox.collect import RunnerGone, collect
 from sandbox.fair_gate import FairGate
 from sandbox.limits import Limits
 from sandbox.result import RunResult
+from sandbox.slot import Slot
 from sandbox.visible import allowed_paths, hidden_paths
 from sandbox.zygote_link import SandboxError, ZygoteLink
 

@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from sandbox import wire
-from sandbox.collect import Slot
 from sandbox.isolation import SAFE_ENV
+from sandbox.slot import Slot
 from sandbox.visible import PACKAGE_ROOT
 
 log = logging.getLogger("ampquiz.sandbox")

@@ -19,7 +19,8 @@ import pytest
 
 from sandbox import Limits, Sandbox
 from sandbox.cgroup import kill_members
-from sandbox.collect import Slot, collect
+from sandbox.collect import collect
+from sandbox.slot import Slot
 from tests.support.pool import assert_still_works
 from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
 

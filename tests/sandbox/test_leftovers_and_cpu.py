@@ -274,7 +274,7 @@ def test_once_runners_join_cgroups_one_that_cannot_is_refused_not_run_uncapped()
     import socket
 
     from sandbox import SandboxError, wire
-    from sandbox.collect import Slot
+    from sandbox.slot import Slot
 
     pool = Sandbox(workers=1)  # not started: only its reading of a runner's first messages is used
     for joined_before in (False, True):

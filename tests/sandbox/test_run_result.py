@@ -307,7 +307,7 @@ def test_zygote_and_runner_never_load_the_pool() -> None:
     itself (and so does `ctypes.util`, which `sandbox.isolation` uses to find libc)."""
     code = (
         "import sys, sandbox.zygote, sandbox.runner, sandbox.execute\n"
-        "print(sorted(m for m in ('sandbox.pool', 'sandbox.collect') if m in sys.modules))\n"
+        "print(sorted(m for m in ('sandbox.pool', 'sandbox.collect', 'sandbox.slot') if m in sys.modules))\n"
         "import torch\n"
         "print('subprocess' in sys.modules)\n"
         "from sandbox import Sandbox, RunResult\n"
