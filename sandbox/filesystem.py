@@ -14,8 +14,9 @@ there. It then `pivot_root`s into it and lets go of the host's tree entirely.
                 the /dev/nvidia* devices. No fuse, no block devices, no ptys.
     /proc       a fresh proc of the run's own pid namespace
     /sys        on a CPU host, copies of what devices/system/{cpu,node} say of the CPUs and
-                memory nodes (what torch and libc read), none of the host's live counters; more
-                on a CUDA host, where NVML reads the PCI tree (live). Never /sys/fs/cgroup.
+                memory nodes (what torch and libc read), none of the host's live counters
+                (`sandbox.static_sys`); more on a CUDA host, where NVML reads the PCI tree
+                (live). Never /sys/fs/cgroup.
     /tmp, /var/tmp, /dev/shm   private tmpfs, `tmp_bytes` each
 
 Where the host refuses the new root (no mount namespace), `deny_listed` is the fallback: the host's
@@ -28,37 +29,37 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import glob
 import os
 import platform
 import stat
 
 from sandbox.isolation import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount
+from sandbox.static_sys import SYS_SYSTEM, static_sys
 
 MS_NOEXEC = 0x8
 MNT_DETACH = 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _libc = ctypes.CDLL(None, use_errno=True)
 
-SYSTEM_DIRS = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32", "/usr/share/zoneinfo")
+SYSTEM_DIRS = (
+    "/usr/bin",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/usr/libx32",
+    "/usr/share/zoneinfo",
+)
 TOP_LEVEL = ("/bin", "/lib", "/lib64", "/lib32", "/libx32")
 """Links into /usr on a merged-/usr host (recreated as links), directories elsewhere (bound)."""
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
-SYS_SYSTEM = "/sys/devices/system"
-SYS_CPU_FILES = (
-    "cpu/online", "cpu/possible", "cpu/present", "cpu/offline", "cpu/kernel_max", "cpu/isolated",
-    "cpu/cpu*/online", "cpu/cpu*/topology/*", "cpu/cpu*/cache/index*/*",
-    "node/online", "node/possible", "node/has_cpu", "node/has_memory", "node/has_normal_memory",
-    "node/node*/cpulist", "node/node*/cpumap", "node/node*/distance",
-)  # fmt: skip
-"""What a run sees of /sys on a CPU host, under SYS_SYSTEM: copies, made when the root is built, of
-the files that say what the CPUs and memory nodes are (glibc's CPU count reads cpu/online; thread
-pools read the topology and the caches). The live folders, bound until now, also held the whole
-host's counters: each node's meminfo, vmstat and numastat, each CPU's idle time (cpuidle). From
-them one run read another's CPU and memory use (an attacker's review)."""
 SYS_CUDA = ("/sys/bus", "/sys/devices", "/sys/class", "/sys/module")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 
 TMP_INODES = 16_384
 """Files a run's /tmp, /var/tmp and /dev/shm may each hold. Their size caps the bytes, not the
@@ -134,7 +135,9 @@ def etc_files(uid: int) -> dict[str, str]:
     }
 
 
-def allow_listed_root(allowed: list[str], hide: list[str], *, uid: int, tmp_bytes: int, cuda: bool) -> list[str]:
+def allow_listed_root(
+    allowed: list[str], hide: list[str], *, uid: int, tmp_bytes: int, cuda: bool
+) -> list[str]:
     """Build the run's root and pivot into it; returns the protections that took effect.
 
     Raises OSError, with nothing of the host's view changed, when the root cannot be built at all.
@@ -142,15 +145,21 @@ def allow_listed_root(allowed: list[str], hide: list[str], *, uid: int, tmp_byte
     return build_and_pivot(allowed, hide, uid=uid, tmp_bytes=tmp_bytes, cuda=cuda)
 
 
-def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp_bytes: int, cuda: bool) -> list[str]:
+def build_and_pivot(
+    allowed: list[str], hide: list[str], *, uid: int | None, tmp_bytes: int, cuda: bool
+) -> list[str]:
     """The root, built on a tmpfs at _BASE and pivoted into: a run's (`uid`), or with `uid` None
     the template every run copies (`sandbox.root_template`), without what each run mounts itself."""
-    sources = outermost({os.path.realpath(p) for p in [*SYSTEM_DIRS, *allowed] if os.path.exists(p)} - {"/"})
+    sources = outermost(
+        {os.path.realpath(p) for p in [*SYSTEM_DIRS, *allowed] if os.path.exists(p)} - {"/"}
+    )
     links = {p: os.readlink(p) for p in TOP_LEVEL if os.path.islink(p)}
     files = [p for p in SYSTEM_FILES if os.path.exists(p) and not os.path.islink(p)]
     links |= {p: os.readlink(p) for p in SYSTEM_FILES if os.path.islink(p)}
     sources += [p for p in TOP_LEVEL if p not in links and os.path.isdir(p)]
-    sys_dirs = [p for p in SYS_CUDA if os.path.isdir(p)] if cuda else []  # a CPU host's: copies (`_static_sys`)
+    sys_dirs = (
+        [p for p in SYS_CUDA if os.path.isdir(p)] if cuda else []
+    )  # a CPU host's: copies (`static_sys`)
     dev = [n for n in DEV_NODES if os.path.exists(f"/dev/{n}")]
     if cuda:
         dev += sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
@@ -167,9 +176,14 @@ def build_and_pivot(allowed: list[str], hide: list[str], *, uid: int | None, tmp
             os.close(fd)
         raise
     try:
-        done = _populate(_BASE, handles, sources, files, links, sys_dirs, dev, hide, uid, tmp_bytes, cuda)
+        done = _populate(
+            _BASE, handles, sources, files, links, sys_dirs, dev, hide, uid, tmp_bytes, cuda
+        )
         os.chdir(_BASE)
-        _check(_libc.syscall(ctypes.c_long(_SYS_PIVOT_ROOT[platform.machine()]), b".", b"."), "pivot_root")
+        _check(
+            _libc.syscall(ctypes.c_long(_SYS_PIVOT_ROOT[platform.machine()]), b".", b"."),
+            "pivot_root",
+        )
     except (OSError, KeyError):
         os.chdir("/")
         _libc.umount2(_BASE.encode(), MNT_DETACH)
@@ -212,7 +226,7 @@ def _populate(
         if uid is not None:
             mount("tmpfs", base + tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options(tmp_bytes))
     if not cuda:
-        _static_sys(base + SYS_SYSTEM)
+        static_sys(base + SYS_SYSTEM)
     for path in [*sources, *sys_dirs]:
         if path in handles:
             os.makedirs(base + path, exist_ok=True)
@@ -246,26 +260,9 @@ def _populate(
     return done
 
 
-def _static_sys(target: str) -> None:
-    """SYS_CPU_FILES, copied from the host's SYS_SYSTEM onto a read-only tmpfs at `target` (a file
-    the host will not let us read is left out, as sysfs leaves out what a CPU lacks)."""
-    found = sorted({p for pattern in SYS_CPU_FILES for p in glob.glob(f"{SYS_SYSTEM}/{pattern}") if os.path.isfile(p)})
-    os.makedirs(target, exist_ok=True)
-    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size={64 * 1024 + 4096 * len(found)},mode=755")
-    for path in found:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        copy = target + path[len(SYS_SYSTEM) :]
-        os.makedirs(os.path.dirname(copy), exist_ok=True)
-        with open(copy, "wb") as f:
-            f.write(data)
-    mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-
-def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes: int | None) -> bool:
+def _minimal_dev(
+    target: str, handles: dict[str, int], dev: list[str], tmp_bytes: int | None
+) -> bool:
     """/dev with only harmless devices; its shm/ is a run's own tmpfs (`tmp_bytes` None: later)."""
     os.makedirs(target)
     mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755")
@@ -282,7 +279,13 @@ def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes
         os.symlink(to, f"{target}/{name}")
     os.makedirs(f"{target}/shm")
     if tmp_bytes is not None:
-        mount("tmpfs", f"{target}/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmp_options(tmp_bytes))
+        mount(
+            "tmpfs",
+            f"{target}/shm",
+            "tmpfs",
+            MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            tmp_options(tmp_bytes),
+        )
     return all(f"/dev/{n}" in handles for n in DEV_NODES)
 
 
@@ -291,7 +294,16 @@ def _minimal_dev(target: str, handles: dict[str, int], dev: list[str], tmp_bytes
 # Where hosts keep Unix sockets (a database's, a broker's), state and logs. A network namespace
 # does not cover Unix sockets, which are files, and connecting to one works even on a read-only
 # mount: so these get an empty tmpfs each.
-SERVICE_DIRS = ("/run", "/var/run", "/var/lib", "/var/log", "/var/spool", "/var/mail", "/var/cache", "/var/backups")
+SERVICE_DIRS = (
+    "/run",
+    "/var/run",
+    "/var/lib",
+    "/var/log",
+    "/var/spool",
+    "/var/mail",
+    "/var/cache",
+    "/var/backups",
+)
 
 
 def _cover_keeping(path: str, keep: list[str], options: str) -> None:
