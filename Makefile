@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint verify bench browser docs clean
+.PHONY: install run test test-quick lint verify bench browser docs clean
 
 # Re-install when the package metadata or the pins change (a stale venv is rebuilt in place).
 $(STAMP): pyproject.toml constraints.txt
@@ -49,6 +49,17 @@ test: install browser docs
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ampquiz lint questions/
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop, under a minute: the tests that run in pytest's own process only (no browser, no
+# server, workers or command line started, no pool of their own, none that waits seconds on
+# purpose). tests/support/tiers.py marks the rest `slow`; `make test` runs both tiers.
+test-quick: install
+	@start=$$(date +%s%N); \
+	$(VENV)/bin/lint-imports && $(VENV)/bin/ampquiz lint questions/ && \
+	$(PY) -m pytest -m 'not gpu and not slow' $(PYTEST_ARGS); status=$$?; \
+	tenths=$$(( ($$(date +%s%N) - start) / 100000000 )); \
+	echo "make test-quick: $$((tenths / 10)).$$((tenths % 10)) s"; \
+	exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check app sandbox tests bench

@@ -9,19 +9,29 @@ import pytest
 
 from sandbox import Sandbox
 from tests.support import pool as pool_support
+from tests.support import tiers
 
 
 def pytest_configure(config: pytest.Config) -> None:
     pool_support.watch_pool_starts()
+    tiers.watch_python_starts()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks `slow` what `make test-quick` leaves out (see tests/support/tiers.py)."""
+    tiers.mark_slow(items)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     pool_support.set_current_item(item)
+    tiers.set_current_item(item)
     try:
         return (yield)
     finally:
         pool_support.set_current_item(None)
+        tiers.set_current_item(None)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
