@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from sandbox.cgroup_place import ROOT, unified_base, writable_dir
+from sandbox.pidfd_kill import kill_members
 
 CPU_PERIOD_US = 100_000
 """The CPU cap's period, the kernel's default: `cpu_cores` x this much CPU time per this much wall
@@ -49,37 +48,6 @@ def _own_path(controller: str | None) -> str | None:
     except OSError:
         pass
     return None
-
-
-def kill_members(pids: set[int], members: Callable[[], set[int]]) -> None:
-    """SIGKILL each of `pids` still a member once a pidfd holds it: a pid read from cgroup.procs
-    may have ended, been reaped and been handed to another process by the time of the kill (a
-    busy host reuses pids within seconds). A pidfd keeps its number from being reused, so a pid
-    still listed after it is opened is the member. By number where there are no pidfds."""
-    if not hasattr(os, "pidfd_open"):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        return
-    handles = {}
-    try:
-        for pid in pids:
-            try:
-                handles[pid] = os.pidfd_open(pid)
-            except OSError:
-                pass  # gone already
-        still = members()
-        for pid, handle in handles.items():
-            if pid in still:
-                try:
-                    signal.pidfd_send_signal(handle, signal.SIGKILL)
-                except OSError:
-                    pass
-    finally:
-        for handle in handles.values():
-            os.close(handle)
 
 
 class RunCgroup:
@@ -126,14 +94,26 @@ class RunCgroup:
             d = self.dirs.get(role)
             if d is not None:
                 try:
-                    return max(1, len((d / "cgroup.threads" if role == "unified" else d / "tasks").read_text().split()))
+                    return max(
+                        1,
+                        len(
+                            (d / "cgroup.threads" if role == "unified" else d / "tasks")
+                            .read_text()
+                            .split()
+                        ),
+                    )
                 except OSError:
                     pass
         return 1
 
     def set_limits(
-        self, *, memory_bytes: int | None = None, processes: int | None = None, cpu_cores: float | None = None,
-        disk_bytes_per_s: int | None = None, disk_ios_per_s: int | None = None,
+        self,
+        *,
+        memory_bytes: int | None = None,
+        processes: int | None = None,
+        cpu_cores: float | None = None,
+        disk_bytes_per_s: int | None = None,
+        disk_ios_per_s: int | None = None,
     ) -> None:
         """Write the caps given (None: leave as is). `memory_bytes` is absolute: the caller adds
         what the prepared runner already holds (torch, a CUDA context). The disk caps are written
@@ -169,7 +149,9 @@ class RunCgroup:
             if "blkio" in self.dirs:
                 for name, value in (("read_bps", bytes_per_s), ("write_bps", bytes_per_s),
                                     ("read_iops", ios_per_s), ("write_iops", ios_per_s)):  # fmt: skip
-                    lines.append((self.dirs["blkio"] / f"blkio.throttle.{name}_device", f"{disk} {value}"))
+                    lines.append(
+                        (self.dirs["blkio"] / f"blkio.throttle.{name}_device", f"{disk} {value}")
+                    )
         for path, line in lines:
             try:
                 path.write_text(line)
@@ -191,7 +173,9 @@ class RunCgroup:
         for role, d in self.dirs.items():
             try:
                 if role == "unified":
-                    events = dict(line.split() for line in (d / "memory.events").read_text().splitlines())
+                    events = dict(
+                        line.split() for line in (d / "memory.events").read_text().splitlines()
+                    )
                     if int(events.get("oom_kill", 0)) > 0:
                         return True
                 elif role == "memory":
@@ -346,7 +330,9 @@ class CgroupFactory:
                 path = f"{base}/{name}"
                 os.mkdir(path)
                 made[role] = path
-                if role in PREPARING_CPU_WEIGHT:  # before joining: all of preparation at that weight
+                if (
+                    role in PREPARING_CPU_WEIGHT
+                ):  # before joining: all of preparation at that weight
                     weight_file, weight = PREPARING_CPU_WEIGHT[role]
                     try:
                         fd = os.open(f"{path}/{weight_file}", os.O_WRONLY)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import Limits, Sandbox
-from sandbox.cgroup import kill_members
 from sandbox.collect import collect
+from sandbox.pidfd_kill import kill_members
 from sandbox.slot import Slot
 from tests.support.pool import assert_still_works
 from tests.support.processes import eventually_empty, processes_of_runs, processes_with_argument
