@@ -3,7 +3,8 @@
 Two modes work together. A `TorchFunctionMode` sees user-level calls (`torch.nn.functional.linear`,
 `Tensor.sum`) with the frame that made them; a `TorchDispatchMode` sees the aten ops underneath,
 including the `aten._to_copy` casts that autocast inserts (the autocast dispatch key runs before the
-Python dispatch key, so those casts reach the mode).
+Python dispatch key, so those casts reach the mode). What the tracer records of each call becomes
+a row of the report's ops (`sandbox.explain.op_rows`, which `OpTracer` extends).
 
 Runs in: the runner. Only torch and the standard library are imported.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -32,10 +33,9 @@ from sandbox.explain.calls import (
     involves_low_precision,
     locate,
     op_name,
-    reason_for,
     tensors_in,
 )
-from sandbox.explain.report import OpRecord, TensorMeta
+from sandbox.explain.op_rows import OpRows
 from sandbox.explain.unseen import (
     HANDING_OVER,
     OwnWork,
@@ -45,13 +45,8 @@ from sandbox.explain.unseen import (
 )
 from sandbox.frames import Caller, called_from, plain_call
 
-MAX_INPUTS = 6
-"""Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
-MAX_CASTS = 4
 EVERY_CALL_CHECKED = 64
 """Calls of one op at one place whose results are all checked (`OpTracer._check_now`)."""
-MAX_SIGNATURES = 20_000
-"""Distinct call signatures remembered for counting once the visible trace is full."""
 
 _CAST_OPS = frozenset(
     {
@@ -107,22 +102,16 @@ DispatchHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any, Any, "Call |
 PreHook = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-class OpTracer:
+class OpTracer(OpRows):
     """Records user-level torch calls, folded by (line, op, signature), capped at `max_ops` rows."""
 
     def __init__(self, filename: str, max_ops: int) -> None:
+        super().__init__(max_ops)
         self.filename = filename
-        self.max_ops = max_ops
-        self.ops: list[OpRecord] = []
-        self._index: dict[tuple[Any, ...], OpRecord | None] = {}
-        self.ops_total = 0
-        self.calls_total = 0
-        self.truncated = False
         self.stack: list[Call] = []
         self.paused = 0
         self._site_calls: dict[tuple[Any, int | None], int] = {}
         self.errors: list[str] = []
-        self.last_failed: tuple[BaseException, OpRecord] | None = None
         self.before_dispatch: PreHook | None = None
         self.after_dispatch: DispatchHook | None = None
         self.after_call: (
@@ -164,7 +153,9 @@ class OpTracer:
 
     # the two hooks
 
-    def on_function(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], through: Caller = plain_call) -> Any:
+    def on_function(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], through: Caller = plain_call
+    ) -> Any:
         """Every torch-function call while installed; only the snippet's own are recorded. `through`
         makes the call itself (`frames.called_from`: from where the snippet made it).
 
@@ -187,7 +178,12 @@ class OpTracer:
         call, before, direct, watch = plan
         name = call.name
         push = watch and self._dispatch_depth == 0 and self._dispatch_mode is not None
-        if push and before is not None and before[1][1] is not None and decomposes_past_autocast(func):
+        if (
+            push
+            and before is not None
+            and before[1][1] is not None
+            and decomposes_past_autocast(func)
+        ):
             push = False  # watched, it would compute in float32 what autocast computes in low precision
         self.stack.append(call)
         if push:
@@ -213,7 +209,9 @@ class OpTracer:
                     self.note_error(f"after {name}: {exc!r}")
         return out
 
-    def _plan(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], caller: FrameType) -> tuple[Call, Any, bool, bool] | None:
+    def _plan(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], caller: FrameType
+    ) -> tuple[Call, Any, bool, bool] | None:
         """(the call to record, its inputs and autocast state when the snippet made it directly,
         direct?, watch its ops?), or None when it is not traced."""
         name = op_name(func)
@@ -331,68 +329,3 @@ class OpTracer:
                 self._record(call, before, out, exc)
         except Exception as err:  # noqa: BLE001
             self.note_error(f"recording {call.name}: {err!r}")
-
-    def _record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
-        inputs, (device, autocast, other) = before
-        tensor = first_tensor(out)
-        out_desc = (
-            (dtype_name(tensor.dtype), tuple(tensor.shape), str(tensor.device))
-            if tensor is not None
-            else None
-        )
-        error = None
-        if exc is not None:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"{type(exc).__name__}: {first}"[:200]
-        casts = call.casts
-        reason = reason_for(
-            call.name,
-            [d[0] for d in inputs],
-            out_desc[0] if out_desc else None,
-            autocast,
-            other if autocast is None else None,
-            device,
-            casts,
-            error,
-        )
-        casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
-        key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason)
-        self.calls_total += 1
-        entry: OpRecord | Literal[False] | None = self._index.get(key, False)
-        if entry is False:
-            self.ops_total += 1
-            entry = None
-            if len(self.ops) < self.max_ops:
-                entry = {
-                    "name": call.name,
-                    "line": call.line,
-                    "count": 0,
-                    "inputs": [_desc_dict(d) for d in inputs[:MAX_INPUTS]],
-                    "output": _desc_dict(out_desc) if out_desc else None,
-                    "autocast": {"device_type": autocast[0], "dtype": autocast[1]}
-                    if autocast
-                    else None,
-                    "casts": [
-                        {"from": c[0], "to": c[1], "shape": list(c[2])} for c in casts[:MAX_CASTS]
-                    ],
-                    "reason": reason,
-                }
-                if len(inputs) > MAX_INPUTS:
-                    entry["inputs_total"] = len(inputs)
-                if len(casts) > MAX_CASTS:
-                    entry["casts_total"] = len(casts)
-                if error is not None:
-                    entry["error"] = error
-                self.ops.append(entry)
-            else:
-                self.truncated = True
-            if len(self._index) < MAX_SIGNATURES:
-                self._index[key] = entry
-        if entry is not None:
-            entry["count"] += 1
-        if exc is not None and entry is not None:
-            self.last_failed = (exc, entry)
-
-
-def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> TensorMeta:
-    return {"dtype": d[0], "shape": list(d[1]), "device": d[2]}

@@ -1,0 +1,99 @@
+"""The rows of the ops trace (`Report["ops"]`): each torch call the snippet made, folded with the
+others of its line that match it (op, inputs, output, autocast, casts, reason), counted, and capped.
+
+`OpTracer` (`sandbox.explain.ops`) is an `OpRows`: it traces the calls, and records each one here.
+
+Runs in: the runner. Only torch and the standard library are imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from sandbox.explain.calls import Call, dtype_name, first_tensor, reason_for
+from sandbox.explain.report import OpRecord, TensorMeta
+
+MAX_INPUTS = 6
+"""Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
+MAX_CASTS = 4
+MAX_SIGNATURES = 20_000
+"""Distinct call signatures remembered for counting once the visible trace is full."""
+
+
+class OpRows:
+    """The recorded rows, at most `max_ops` of them, and the counts past them (`ops_total`,
+    `calls_total`, `truncated`); `last_failed`: the last call that raised, and its row."""
+
+    def __init__(self, max_ops: int) -> None:
+        self.max_ops = max_ops
+        self.ops: list[OpRecord] = []
+        self._index: dict[tuple[Any, ...], OpRecord | None] = {}
+        self.ops_total = 0
+        self.calls_total = 0
+        self.truncated = False
+        self.last_failed: tuple[BaseException, OpRecord] | None = None
+
+    def _record(self, call: Call, before: Any, out: Any, exc: BaseException | None) -> None:
+        inputs, (device, autocast, other) = before
+        tensor = first_tensor(out)
+        out_desc = (
+            (dtype_name(tensor.dtype), tuple(tensor.shape), str(tensor.device))
+            if tensor is not None
+            else None
+        )
+        error = None
+        if exc is not None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            error = f"{type(exc).__name__}: {first}"[:200]
+        casts = call.casts
+        reason = reason_for(
+            call.name,
+            [d[0] for d in inputs],
+            out_desc[0] if out_desc else None,
+            autocast,
+            other if autocast is None else None,
+            device,
+            casts,
+            error,
+        )
+        casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
+        key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason)
+        self.calls_total += 1
+        entry: OpRecord | Literal[False] | None = self._index.get(key, False)
+        if entry is False:
+            self.ops_total += 1
+            entry = None
+            if len(self.ops) < self.max_ops:
+                entry = {
+                    "name": call.name,
+                    "line": call.line,
+                    "count": 0,
+                    "inputs": [_desc_dict(d) for d in inputs[:MAX_INPUTS]],
+                    "output": _desc_dict(out_desc) if out_desc else None,
+                    "autocast": {"device_type": autocast[0], "dtype": autocast[1]}
+                    if autocast
+                    else None,
+                    "casts": [
+                        {"from": c[0], "to": c[1], "shape": list(c[2])} for c in casts[:MAX_CASTS]
+                    ],
+                    "reason": reason,
+                }
+                if len(inputs) > MAX_INPUTS:
+                    entry["inputs_total"] = len(inputs)
+                if len(casts) > MAX_CASTS:
+                    entry["casts_total"] = len(casts)
+                if error is not None:
+                    entry["error"] = error
+                self.ops.append(entry)
+            else:
+                self.truncated = True
+            if len(self._index) < MAX_SIGNATURES:
+                self._index[key] = entry
+        if entry is not None:
+            entry["count"] += 1
+        if exc is not None and entry is not None:
+            self.last_failed = (exc, entry)
+
+
+def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> TensorMeta:
+    return {"dtype": d[0], "shape": list(d[1]), "device": d[2]}
