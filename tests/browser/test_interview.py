@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,18 @@ from tests.support.server import Server
 LIVE_MS = 1000
 """How soon the interviewer's page must show what the candidate just did."""
 PO, MC = "linear-dtype-under-autocast", "gradscaler-skips-inf-step"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the tests below that neither restart it nor depend on what another did
+    (each makes interviews of its own): a server start is seconds."""
+    srv = Server(tmp_path_factory.mktemp("interviews"))
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 def test_an_interviewer_watches_a_candidate_live(
@@ -169,7 +182,8 @@ def test_an_interviewer_watches_a_candidate_live(
     host_ctx.close()
 
 
-def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Server) -> None:
+def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, shared: Server) -> None:
+    server = shared
     from tests.browser.test_every_page import AXE, axe_violations, overflow
 
     if not AXE.exists():
@@ -220,10 +234,11 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, server: Serv
         context.close()
 
 
-def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_runs_out(browser: Browser, server: Server, shots: Path) -> None:
+def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_runs_out(browser: Browser, shared: Server, shots: Path) -> None:
     """The clock sat at the top, 750 px above a phone's answer box, said nothing as time ran low,
     and at 0 left the form and "I need more time" up: a prediction typed on was refused, lost (a
     newcomer's walk). The page's clock is moved on by Playwright's; the server's is the real one."""
+    server = shared
     out = subprocess.run(
         [sys.executable, "-m", "app.cli", "interview", "new", "--questions", PO, "--minutes", "1", "--url", server.url],
         env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
