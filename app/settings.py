@@ -26,6 +26,34 @@ CHECKOUT_BANK = Path(__file__).resolve().parent.parent / "questions"
 MIN_WORKERS_KEY_CHARS = 32
 """As long as `secrets.token_urlsafe(32)` makes (43 characters): a short key could be guessed
 offline from one captured message."""
+MIN_SECRET_KEY_CHARS = 32
+"""The same for the key that signs learners' cookies: one cookie is enough to guess it offline."""
+MAKE_A_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+KNOWN_SECRETS = frozenset({"secret", "secretkey", "password", "changeme", "test", "ampquiz"})
+"""Whole values (letters and digits only, lower-cased) that are no secret."""
+PLACEHOLDER_PARTS = (
+    "changeme", "changethis", "changeit", "replaceme", "replacethis", "placeholder", "yoursecret",
+    "yourkey", "yourown", "longrandom", "randomstring", "notasecret", "supersecret", "example",
+)  # fmt: skip
+"""What placeholders are made of (compose.yaml shipped `change-me-to-a-long-random-string`); no
+random key of 32 characters or more holds one of them by chance."""
+
+
+def weak_secret(value: str, min_chars: int) -> str | None:
+    """Why `value` is no secret, to follow its variable's name in a message; None when it may be
+    one. It cannot tell a random key from a made-up one: it refuses what is missing, short, a
+    placeholder (ours included) or a few characters repeated."""
+    if not value:
+        return "is not set"
+    if len(value) < min_chars:
+        return f"is shorter than {min_chars} characters, which could be guessed"
+    plain = re.sub(r"[^a-z0-9]", "", value.lower())
+    if plain in KNOWN_SECRETS or any(part in plain for part in PLACEHOLDER_PARTS):
+        return "is a placeholder, known to whoever read where it came from"
+    repeats = any(value[p:] == value[:-p] for p in range(1, len(value) // 2 + 1))
+    if repeats or len(set(value)) < 8:
+        return "is a few characters repeated, which could be guessed"
+    return None
 
 
 class SettingsError(ValueError):
@@ -66,8 +94,12 @@ class Settings(BaseModel):
     )
     secret_key: str | None = Field(
         None,
-        description="Key that signs the learner cookie; by default generated once and kept in a "
-        "`secret_key` file next to the database, so cookies survive restarts.",
+        description="Key that signs the learner and studio cookies. With SQLite, by default made "
+        "once at random and kept in a `secret_key` file next to the database (readable by the "
+        "server only), so cookies survive restarts. With any other database it must be given, the "
+        f"same to every web host; `serve` refuses one shorter than {MIN_SECRET_KEY_CHARS} "
+        "characters, a placeholder or a few characters repeated (make one with "
+        f"`{MAKE_A_SECRET}`).",
     )
     sandbox_workers: int = Field(
         2,
@@ -142,6 +174,26 @@ class Settings(BaseModel):
         "runs count against. A trusted proxy must append the address it saw (nginx: "
         "`$proxy_add_x_forwarded_for`): the rightmost address not in this list is the client's.",
     )
+    public_url: str = Field(
+        "",
+        description="The address learners open, e.g. `https://quiz.example.edu` (for links the "
+        "server writes). When it is https, every cookie is `Secure` (sent only over TLS), even if "
+        "the proxy that ends TLS does not say so. Empty: cookies are `Secure` when the request "
+        "came over TLS, directly or through a trusted proxy (`AMPQUIZ_TRUSTED_PROXIES`) saying "
+        "`X-Forwarded-Proto: https`.",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _an_address(cls, url: str) -> str:
+        url = url.strip().rstrip("/")
+        parts = urlsplit(url)
+        address = parts.scheme in ("http", "https") and parts.hostname
+        if url and (not address or parts.query or parts.fragment):
+            raise ValueError(
+                "must be the address learners open: http(s)://HOST[:PORT][/PATH], e.g. https://quiz.example.edu"
+            )
+        return url
 
     @field_validator("workers_url")
     @classmethod
@@ -165,6 +217,10 @@ class Settings(BaseModel):
                 "AMPQUIZ_WORKERS_URL=nats://… the web and every worker sign their messages with this "
                 "shared secret (set the same one on each; make one with "
                 "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
+        if remote and (why := weak_secret(key, MIN_WORKERS_KEY_CHARS)):
+            raise ValueError(
+                f"{why}: anyone who guesses it can forge runs and results; make one with `{MAKE_A_SECRET}`"
             )
         return key
 
@@ -234,6 +290,37 @@ class Settings(BaseModel):
         db = self.sqlite_path()
         return db.parent if db is not None else Path("var")
 
+    def secret_key_problem(self) -> str | None:
+        """Why `serve` must not sign cookies with the key it would use (None when it may): one
+        given must be a secret; a database other than SQLite needs one given, as every web host
+        must sign with the same and no data folder is this server's to keep one in; and a kept
+        key must be a secret too (a file written by hand)."""
+        name = self.env_name("secret_key")
+        if self.secret_key:
+            if why := weak_secret(self.secret_key, MIN_SECRET_KEY_CHARS):
+                return f"{name} {why}: anyone who knows it can sign any learner's cookie; make one with `{MAKE_A_SECRET}`"
+            return None
+        if self.database_url.split(":", 1)[0].split("+", 1)[0] != "sqlite":
+            return (
+                f"{name} must be set with a database other than SQLite: every web process and host "
+                f"signs cookies with it, the same everywhere; make one with `{MAKE_A_SECRET}`"
+            )
+        kept = self.data_dir() / SECRET_FILE
+        try:
+            kept_key = kept.read_text().strip() if kept.is_file() else None
+        except OSError:
+            return None  # resolved_secret_key says why it cannot be read
+        if kept_key is not None and (why := weak_secret(kept_key, MIN_SECRET_KEY_CHARS)):
+            return (
+                f"the secret key kept in {kept} {why}: delete the file (a random one is made at the "
+                f"next start), or set {name} to one made with `{MAKE_A_SECRET}`"
+            )
+        return None
+
+    def secure_cookies(self) -> bool:
+        """Whether learners reach the server over TLS whatever a request says (its public URL)."""
+        return self.public_url.startswith("https://")
+
     def resolved_secret_key(self) -> str:
         """The configured key, or the one stored in the data folder (created on first use)."""
         if self.secret_key:
@@ -250,6 +337,11 @@ class Settings(BaseModel):
                 ) from None
             key = path.read_text().strip()
             if key:
+                if path.stat().st_mode & 0o077:  # a copy put back with others allowed to read it
+                    try:
+                        path.chmod(0o600)
+                    except OSError as exc:
+                        raise self._unkept_key(folder, exc.strerror or str(exc)) from exc
                 return key
             path.unlink()  # an empty file from a crash mid-write: start again
             return self.resolved_secret_key()

@@ -35,6 +35,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"ampquiz serve: {exc}", file=sys.stderr)
         return 2
+    # A key anyone could know signs any learner's cookie: refused before anything starts.
+    if problem := settings.secret_key_problem():
+        print(f"ampquiz serve: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s"
     )

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.web.cookies import over_tls, set_cookie
 from app.web.deps import LEARNER_COOKIE
 from app.web.errors import render_error, too_large_message
 
@@ -31,10 +32,20 @@ class LearnerCookie:
     KNOWN = 50_000
     """Cookies already verified, remembered so a learner's next request skips the HMAC."""
 
-    def __init__(self, app: ASGIApp, secret_key: str) -> None:
+    def __init__(
+        self, app: ASGIApp, secret_key: str, public_url_is_https: bool | None = None
+    ) -> None:
         self.app = app
         self.signer = URLSafeSerializer(secret_key, salt="ampquiz-learner")
         self._known: dict[str, str] = {}
+        self.public_url_is_https = public_url_is_https
+        """None: as the app's settings say (`AMPQUIZ_PUBLIC_URL`), read at the first request."""
+
+    def _public_url_is_https(self, scope: Scope) -> bool:
+        if self.public_url_is_https is None:
+            settings = getattr(getattr(scope.get("app"), "state", None), "settings", None)
+            self.public_url_is_https = bool(settings is not None and settings.secure_cookies())
+        return self.public_url_is_https
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith(UNPERSONAL):
@@ -59,15 +70,11 @@ class LearnerCookie:
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
-                cookie = (
-                    f"{LEARNER_COOKIE}={self.signer.dumps(learner)}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; "
-                    "HttpOnly; SameSite=Lax"
-                )
-                message.setdefault("headers", [])
-                message["headers"] = [
-                    *message["headers"],
-                    (b"set-cookie", cookie.encode("latin-1")),
-                ]
+                cookie = set_cookie(
+                    LEARNER_COOKIE, self.signer.dumps(learner), path="/", max_age=COOKIE_MAX_AGE_S,
+                    samesite="lax", secure=over_tls(scope, self._public_url_is_https(scope)),
+                )  # fmt: skip
+                message["headers"] = [*message.get("headers", []), cookie]
             await send(message)
 
         await self.app(scope, receive, send_with_cookie if is_new else send)

@@ -94,7 +94,7 @@ def test_a_secret_key_that_cannot_be_kept_is_a_settings_error_saying_what_to_do(
 def test_a_deployment_named_in_the_workers_url_must_be_a_name() -> None:
     """`nats://HOST:PORT/NAME` keeps deployments sharing a NATS server apart; a path that could
     not be one token of a subject is refused at start-up, saying what a name is."""
-    key = {"AMPQUIZ_WORKERS_KEY": "k" * 40}
+    key = {"AMPQUIZ_WORKERS_KEY": "tests-workers-key-of-the-right-length-0123456789"}
     for url, name in [("nats://127.0.0.1:4222", ""), ("nats://127.0.0.1:4222/", ""),
                       ("tls://user:pw@nats.example:4222/staging-2", "staging-2")]:  # fmt: skip
         assert Settings.from_env({"AMPQUIZ_WORKERS_URL": url, **key}).workers_url == url

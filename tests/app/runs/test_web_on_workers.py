@@ -21,7 +21,7 @@ from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:
     asyncio.run(reset_stream())
     web = Server(tmp_path, args=("--processes", "2"))
-    web.env.update({**WORKERS_ENV, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "s" * 40})
+    web.env.update({**WORKERS_ENV, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"})
     worker = None
     try:
         web.start(healthy=False)  # no worker online yet: up, but it cannot run code

@@ -403,7 +403,7 @@ def test_serve_on_a_server_database_at_an_older_revision_refuses_and_names_the_c
 
     at_first_revision(postgres_url)
     folder = second_revision(tmp_path, monkeypatch)
-    env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "k" * 40,
+    env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
     needs = f"the database at {postgres_url} is at revision 0001, this ampquiz needs 0002: run `ampquiz db upgrade`"
 

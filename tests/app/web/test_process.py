@@ -208,7 +208,7 @@ def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothi
                      ("mysql://learner:s3cret@127.0.0.1/x", "No module named"),  # a driver not installed
                      (f"{missing}?password=s3cret&sslmode=bogus", 'invalid sslmode value: "bogus"')]:  # fmt: skip
         (tmp_path / "file").write_text("a file where a folder should be")
-        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "k" * 40}
+        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"}
         out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", processes], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert out.returncode == 1, out.stderr
@@ -235,7 +235,7 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
     as_admin(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2', f'CREATE DATABASE "{name}" OWNER "{name}"')
     try:
         url = make_url(POSTGRES_SERVER).set(username=name, database=name).render_as_string(hide_password=False)
-        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "k" * 40}
+        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"}
         out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert out.returncode == 1, out.stderr[-3000:]

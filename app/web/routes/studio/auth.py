@@ -14,6 +14,7 @@ from fastapi.responses import RedirectResponse, Response
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from app import instructors
+from app.web.cookies import over_tls, set_cookie
 from app.web.deps import State
 from app.web.errors import AppError
 from app.web.rendering.render import page
@@ -81,10 +82,8 @@ async def sign_in(token: str, request: Request, state: State) -> Response:
             state, request, "studio/sign_in.html", status_code=403, token=None, spent=True
         )
     response = RedirectResponse("/studio", status_code=303)
-    response.set_cookie(
-        COOKIE, _signer(state).sign(f"{name}/{instructors.session_of(token)}").decode(), max_age=SESSION_S,
-        path="/studio", httponly=True, samesite="strict",
-    )  # fmt: skip
+    value = _signer(state).sign(f"{name}/{instructors.session_of(token)}").decode()
+    response.headers.append(*_cookie(request, state, value, max_age=SESSION_S))
     return response
 
 
@@ -94,5 +93,14 @@ async def sign_out(who: Instructor, request: Request, state: State) -> Response:
     if found is not None:
         await run_in_threadpool(instructors.end_session, state.store, found[1])
     response = RedirectResponse("/", status_code=303)
-    response.delete_cookie(COOKIE, path="/studio")
+    response.headers.append(*_cookie(request, state, "", max_age=0))  # deleted
     return response
+
+
+def _cookie(request: Request, state: WebState, value: str, *, max_age: int) -> tuple[str, str]:
+    """The session cookie's header: only /studio sees it, `Secure` where the studio is on TLS."""
+    secure = over_tls(request.scope, state.settings.secure_cookies())
+    name, header = set_cookie(
+        COOKIE, value, path="/studio", max_age=max_age, samesite="strict", secure=secure
+    )
+    return name.decode(), header.decode("latin-1")
