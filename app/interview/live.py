@@ -1,12 +1,16 @@
 """The live channel: an asyncio fan-out per interview, inside one web process, and the log.
 
 An event is stored first, then published to every open stream of its interview in this process,
-under a lock per interview so streams see events in id order. A stream that missed some (a
-reconnect, a restart) reads them back from the database by id, so nothing here needs to survive
-the process: the log is the truth and this is only the fast path. The candidate's page and the
-interviewer's may be served by different web processes (`ampquiz serve --processes N`), so a
-quiet stream also reads the log every `POLL_S`: an event recorded by another process arrives
-within that, at the cost of one small query per open stream.
+under a lock per interview so streams see this process's events in their order. A stream that
+missed some (a reconnect, a restart) reads them back from the database by number, so nothing
+here needs to survive the process: the log is the truth and this is only the fast path. The
+candidate's page and the interviewer's may be served by different web processes (`ampquiz serve
+--processes N`), so a quiet stream also reads the log every `POLL_S`: an event recorded by another
+process arrives within that, at the cost of one small query per open stream.
+
+Events are numbered 1, 2, ... in their interview with no gap, in commit order
+(`app.interview.model.append`): an event handed over here numbered past the next one the stream
+expects means another process committed the ones between, and they are read from the log first.
 """
 
 from __future__ import annotations
@@ -34,11 +38,22 @@ class Hub:
         return self._locks.setdefault(interview_id, asyncio.Lock())
 
     async def record(
-        self, store: Store, interview_id: int, kind: str, data: dict[str, Any]
-    ) -> model.Event:
-        """Stores the event (off the event loop), then hands it to every open stream."""
+        self,
+        store: Store,
+        interview_id: int,
+        kind: str,
+        data: dict[str, Any],
+        *,
+        once: str | None = None,
+    ) -> model.Event | None:
+        """Stores the event (off the event loop), then hands it to every open stream. `once`:
+        see `model.append`; None when it was stored already, and nothing is sent."""
         async with self._lock(interview_id):
-            event = await asyncio.to_thread(model.append, store, interview_id, kind, data)
+            event = await asyncio.to_thread(
+                lambda: model.append(store, interview_id, kind, data, once=once)
+            )
+            if event is None:
+                return None
             for queue in list(self._streams.get(interview_id, ())):
                 try:
                     queue.put_nowait(event)
@@ -77,7 +92,12 @@ class Hub:
                         quiet_since = time.monotonic()
                         yield None
                     continue
-                if event is not None and event.id > last:
+                if event is not None and event.id > last + 1:
+                    # Another process committed the ones between: read them (and this one) first.
+                    for event in await asyncio.to_thread(model.events, store, interview_id, last):
+                        last, quiet_since = event.id, time.monotonic()
+                        yield event
+                elif event is not None and event.id > last:
                     last, quiet_since = event.id, time.monotonic()
                     yield event
         finally:

@@ -5,6 +5,12 @@ running the code, moving on, and the extra time. The interviewer's live page and
 
 A candidate's run goes through `state.run_queue` like every learner's (same sandbox, limits, fair
 queue). Each step is recorded as an event, which the interviewer's page receives live.
+
+What may happen once is recorded under a key unique in the interview (`model.append`'s `once`),
+so that of requests racing to do it (a double click, a script, two web processes) one does it:
+opening question P ("opened:P", the start is P = 0), a prediction of it ("predicted:P"), moving
+on from it ("next:P"), the end ("finished"), more time ("extended"), and the Nth run of question
+P's code ("run:P:N", N up to `RUNS_PER_QUESTION`).
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ async def _candidate_page(
                 interview,
                 "opened",
                 {"question": current.id, "index": done.position},
+                once=f"opened:{done.position}",
             )
             done = progress(interview, await events_of(state, interview))
             current = done.current
@@ -164,6 +171,7 @@ async def start(token: str, request: Request, state: State) -> Response:
             interview,
             "opened",
             {"question": done.current.id, "index": done.position},
+            once=f"opened:{done.position}",
         )
     return RedirectResponse(f"/interview/{token}", status_code=303)
 
@@ -188,7 +196,10 @@ async def predict(
     ):  # a snippet's key was proved when the interview was made
         await state.ensure_gradeable_by_its_run(loaded)
     if current.opened_at is None:  # answered without the page (a script): the time starts now
-        await record(request, state, interview, "opened", {"question": current.id})
+        await record(
+            request, state, interview, "opened", {"question": current.id},
+            once=f"opened:{done.position}",
+        )  # fmt: skip
     # Refused, the form comes back as it was sent (it came back empty, the clock running).
     said = {"confidence": confidence, "choice": choice, "output": output}
     proof = _proof(state, interview, loaded)
@@ -198,7 +209,10 @@ async def predict(
         )
     except AnswerError as exc:
         return await _candidate_page(request, state, token, 400, error=str(exc), said=said)
-    await record(request, state, interview, "predicted", predicted)
+    # One prediction a question: of several sent at once, the first stored is the one that counts.
+    await record(
+        request, state, interview, "predicted", predicted, once=f"predicted:{done.position}"
+    )
     return RedirectResponse(f"/interview/{token}#result", status_code=303)
 
 
@@ -216,17 +230,35 @@ async def _run(
         return None, NotYet()
     if len(current.runs) >= RUNS_PER_QUESTION:
         return None, RunsUsedUp(RUNS_PER_QUESTION)
+    position = done.position
     run, refusal = await state.learner_run(request, code)
     if run is None:
         return None, refusal
-    await record(
-        request,
-        state,
-        interview,
-        "run",
-        entries.ran(_question(state, interview, current.id), code, run),
-    )
+    entry = entries.ran(_question(state, interview, current.id), code, run)
+    if not await _keep_run(request, state, interview, position, entry):
+        # Runs sent at once took the last places while this one ran: shown, it would be a run
+        # the interviewer never sees.
+        return None, RunsUsedUp(RUNS_PER_QUESTION)
     return run, None
+
+
+async def _keep_run(
+    request: Request,
+    state: WebState,
+    interview: model.Interview,
+    position: int,
+    entry: dict[str, Any],
+) -> bool:
+    """Stores a run of question `position` as its next, "run:P:N"; False once it has
+    `RUNS_PER_QUESTION`. A number another request took meanwhile: the count is read again."""
+    for _ in range(RUNS_PER_QUESTION + 1):
+        done = progress(interview, await events_of(state, interview))
+        runs = len(done.questions[position].runs)
+        if runs >= RUNS_PER_QUESTION:
+            return False
+        if await record(request, state, interview, "run", entry, once=f"run:{position}:{runs + 1}"):
+            return True
+    return False
 
 
 @router.post("/interview/{token}/run")
@@ -271,14 +303,25 @@ async def next_question(token: str, request: Request, state: State) -> Response:
     ):
         # Nothing more can count: the candidate ends it, and the interviewer's log says so.
         await record(
-            request, state, interview, "finished", {"question": done.current.id, "time_up": True}
+            request,
+            state,
+            interview,
+            "finished",
+            {"question": done.current.id, "time_up": True},
+            once="finished",
         )
     elif done.current is not None and (
         done.current.prediction is not None or _under_review(state, interview, done.current.id)
     ):
+        # Requests sent at once all read the same position: one moves on from it.
         last = done.position + 1 >= len(done.questions)
         await record(
-            request, state, interview, "finished" if last else "next", {"question": done.current.id}
+            request,
+            state,
+            interview,
+            "finished" if last else "next",
+            {"question": done.current.id},
+            once="finished" if last else f"next:{done.position}",
         )
     return RedirectResponse(f"/interview/{token}", status_code=303)
 
@@ -296,5 +339,12 @@ async def extend(token: str, request: Request, state: State) -> Response:
         and not done.finished
         and not _time_is_up(state, interview, done)
     ):
-        await record(request, state, interview, "extended", {"seconds": interview.minutes * 30})
+        await record(
+            request,
+            state,
+            interview,
+            "extended",
+            {"seconds": interview.minutes * 30},
+            once="extended",
+        )
     return RedirectResponse(f"/interview/{token}", status_code=303)

@@ -28,11 +28,21 @@ def live_hub(request: Request) -> Hub:
 
 
 async def record(
-    request: Request, state: WebState, interview: model.Interview, kind: str, data: dict[str, Any]
-) -> None:
-    """Stores an event of the interview, then sends it to its interviewer's live page."""
+    request: Request,
+    state: WebState,
+    interview: model.Interview,
+    kind: str,
+    data: dict[str, Any],
+    *,
+    once: str | None = None,
+) -> bool:
+    """Stores an event of the interview, then sends it to its interviewer's live page. `once`:
+    the key of what may happen once (`model.append`); False when it had happened already (this
+    request lost a race: nothing is stored)."""
     assert interview.id is not None
-    await live_hub(request).record(state.store, interview.id, kind, data)
+    return (
+        await live_hub(request).record(state.store, interview.id, kind, data, once=once) is not None
+    )
 
 
 async def by_candidate_token(state: WebState, token: str) -> model.Interview:

@@ -103,7 +103,7 @@ async def revoke(token: str, request: Request, state: State) -> Response:
     interview_id = interview.id
     assert interview_id is not None
     if await in_thread(state, lambda: model.revoke(state.store, interview_id, state.clock())):
-        await record(request, state, interview, "revoked", {})
+        await record(request, state, interview, "revoked", {}, once="revoked")
     return RedirectResponse(f"/interviewer/{token}", status_code=303)
 
 

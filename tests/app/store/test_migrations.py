@@ -3,9 +3,10 @@ models declare, on SQLite and PostgreSQL; a database holding rows is upgraded wi
 any; a database made before migrations is recognised as the first revision; a SQLite database
 upgrades itself, a server database on an older schema is refused, naming `ampquiz db upgrade`.
 
-An upgrade past the first revision is tried with a throwaway second one (`SECOND`), written to
-a copy of the migrations folder: it copies `learner` and `attempt` whole on SQLite (a batch
-ALTER: the riskiest change a revision makes there), adds a column to each and a table."""
+An upgrade past the head is tried with a throwaway next revision (`SECOND`), written to a copy of
+the migrations folder: it copies `learner` and `attempt` whole on SQLite (a batch ALTER: the
+riskiest change a revision makes there), adds a column to each and a table. A database made
+before migrations is made as the first revision left it: at the head, then downgraded to it."""
 
 from __future__ import annotations
 
@@ -34,17 +35,21 @@ from app.store.database import SchemaOutOfDate, make_engine
 
 ROOT = Path(__file__).resolve().parents[3]
 
-SECOND = '''"""A throwaway second revision, for the tests.
+HEAD = migrate.head()
+NEXT = f"{int(HEAD) + 1:04d}"
+"""The throwaway revision's number, after this ampquiz's head."""
 
-Revision ID: 0002
-Revises: 0001
+SECOND = f'''"""A throwaway revision after the head, for the tests.
+
+Revision ID: {NEXT}
+Revises: {HEAD}
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "{NEXT}"
+down_revision = "{HEAD}"
 branch_labels = None
 depends_on = None
 
@@ -91,10 +96,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, breaks: bool = False) -> Path:
-    """The migrations, with `SECOND` after the first, as this process's (a copy in `tmp_path`)."""
+    """The migrations, with `SECOND` after the head, as this process's (a copy in `tmp_path`)."""
     folder = tmp_path / "migrations"
     shutil.copytree(migrate.MIGRATIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "versions" / "0002_throwaway.py").write_text(
+    (folder / "versions" / f"{NEXT}_throwaway.py").write_text(
         SECOND.replace("BREAK", 'raise RuntimeError("half-way")' if breaks else "")
     )
     monkeypatch.setattr(migrate, "MIGRATIONS", folder)
@@ -109,14 +114,26 @@ def _fresh_caches() -> Iterator[None]:
     migrate.revisions.cache_clear()  # a test's own migrations folder is gone with it
 
 
-def at_first_revision(url: str) -> None:
-    """The database made by the first revision alone, as the ampquiz before a second made it."""
+def at_the_head(url: str) -> None:
+    """The database made by this ampquiz's revisions, as the ampquiz before `SECOND` made it."""
     from alembic import command
 
     engine = make_engine(url)
     try:
         with migrate.migrating(engine) as conn:
-            command.upgrade(migrate.config(conn), migrate.FIRST)
+            command.upgrade(migrate.config(conn), HEAD)
+    finally:
+        engine.dispose()
+
+
+def down_to_the_first_revision(url: str) -> None:
+    """The database taken back to the first revision (what later ones added dropped)."""
+    from alembic import command
+
+    engine = make_engine(url)
+    try:
+        with migrate.migrating(engine) as conn:
+            command.downgrade(migrate.config(conn), migrate.FIRST)
     finally:
         engine.dispose()
 
@@ -225,10 +242,10 @@ def test_a_fresh_store_opens_at_the_head_and_an_up_to_date_one_changes_nothing(u
 def test_a_database_holding_rows_is_upgraded_and_keeps_every_one(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At the first revision, with rows in every table; upgraded to a second revision that copies
+    """At the head, with rows in every table; upgraded to a next revision that copies
     the learners' and the attempts' tables whole on SQLite (their foreign keys, the attempts'
     ids): every row is there after, as it was, and the app reads them as before."""
-    at_first_revision(url)
+    at_the_head(url)
     store = Store(url)
     fill(store)
     before, progress = rows(url), store.learner_data("ann")
@@ -238,16 +255,16 @@ def test_a_database_holding_rows_is_upgraded_and_keeps_every_one(
     second_revision(tmp_path, monkeypatch)
     if url.startswith("sqlite"):  # the embedded database upgrades itself
         store = Store(url)
-        assert store.schema_changes == ["upgraded from 0001 to 0002"]
+        assert store.schema_changes == [f"upgraded from {HEAD} to {NEXT}"]
     else:
         with pytest.raises(SchemaOutOfDate):
             Store(url)
-        assert rows(url) == before and revision_of(url) == "0001"  # refused, and nothing changed
+        assert rows(url) == before and revision_of(url) == HEAD  # refused, and nothing changed
         engine = make_engine(url)
-        assert migrate.upgrade(engine) == ["upgraded from 0001 to 0002"]
+        assert migrate.upgrade(engine) == [f"upgraded from {HEAD} to {NEXT}"]
         engine.dispose()
         store = Store(url)
-    assert revision_of(url) == "0002" and rows(url) == before
+    assert revision_of(url) == NEXT and rows(url) == before
     after = store.learner_data("ann")
     assert (after.latest, after.by_topic, after.recent) == (progress.latest, progress.by_topic, progress.recent)
     assert instructors.names(store) == ["ida"]
@@ -265,7 +282,7 @@ def test_an_upgrade_that_fails_half_way_leaves_the_database_as_it_was(
 ) -> None:
     """One transaction for the whole upgrade, on SQLite too (whose driver runs each ALTER on its
     own unless a transaction is begun by hand)."""
-    at_first_revision(url)
+    at_the_head(url)
     store = Store(url)
     fill(store)
     store.close()
@@ -277,7 +294,7 @@ def test_an_upgrade_that_fails_half_way_leaves_the_database_as_it_was(
         migrate.upgrade(engine)
     assert columns(engine) == tables  # no table made (the first thing it did), copied or left half copied
     engine.dispose()
-    assert revision_of(url) == "0001" and rows(url) == before
+    assert revision_of(url) == HEAD and rows(url) == before
 
 
 def test_a_database_at_a_revision_this_ampquiz_does_not_know_is_refused(url: str) -> None:
@@ -294,11 +311,12 @@ def test_a_database_at_a_revision_this_ampquiz_does_not_know_is_refused(url: str
 
 
 def made_before_migrations(url: str, *, leave_out: tuple[str, ...] = ()) -> None:
-    """A database as ampquiz made it before it had migrations (`create_all` of the models, no
+    """A database as ampquiz made it before it had migrations (the first revision's tables, no
     `alembic_version`), with rows in every table; `leave_out`: tables it did not have."""
     store = Store(url)
     fill(store)
     store.close()
+    down_to_the_first_revision(url)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         for name in ("alembic_version", *leave_out):
@@ -306,34 +324,42 @@ def made_before_migrations(url: str, *, leave_out: tuple[str, ...] = ()) -> None
     engine.dispose()
 
 
-def test_a_database_made_before_migrations_is_taken_as_the_first_revision(url: str) -> None:
-    """Made by `create_all` (as every deployment before migrations): stamped, nothing changed,
-    on a server database too."""
-    engine = make_engine(url)
-    SQLModel.metadata.create_all(engine, tables=list(models().sorted_tables))  # the old way
-    engine.dispose()
+def opened_from_before_migrations(url: str, recognised: str) -> None:
+    """Opens a database made before migrations: stamped as the first revision (`recognised`
+    says so), then upgraded to the head where the store upgrades (SQLite); a server database past
+    the first revision is refused, changed in nothing, until `ampquiz db upgrade` does the same."""
+    done = [recognised] + ([f"upgraded from {migrate.FIRST} to {HEAD}"] if HEAD != migrate.FIRST else [])
+    if url.startswith("postgresql") and HEAD != migrate.FIRST:
+        with pytest.raises(SchemaOutOfDate, match=f"needs {HEAD}: run `ampquiz db upgrade`"):
+            Store(url)
+        assert revision_of(url) is None
+        engine = make_engine(url)
+        assert migrate.upgrade(engine) == done
+        engine.dispose()
     store = Store(url)
-    fill(store)
+    assert store.schema_changes == ([] if url.startswith("postgresql") and HEAD != migrate.FIRST else done)
     store.close()
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP TABLE alembic_version"))
-    engine.dispose()
+    assert revision_of(url) == HEAD
+
+
+def test_a_database_made_before_migrations_is_taken_as_the_first_revision(url: str) -> None:
+    """As every deployment before migrations made it (`create_all` of the models then, the first
+    revision's tables): stamped, nothing changed, and upgraded from there."""
+    made_before_migrations(url)
+    assert differences(url, migrate.first_schema()) == []  # what `create_all` made then
     before = rows(url)
 
-    store = Store(url)
-    assert store.schema_changes == ["recognised as revision 0001 (made before migrations)"]
-    store.close()
-    assert revision_of(url) == "0001" and rows(url) == before and differences(url, models()) == []
+    opened_from_before_migrations(url, "recognised as revision 0001 (made before migrations)")
+    assert rows(url) == before and differences(url, models()) == []
 
 
 def test_one_made_before_the_interviews_were_ever_used_gets_their_tables_too(url: str) -> None:
     """Interviews' and instructors' tables were made when first used: a database without them
     is still the first revision, their tables made empty."""
     made_before_migrations(url, leave_out=("sign_in_link", "instructor", "interview_event", "interview"))
-    store = Store(url)
     made = "added table instructor, table interview, table interview_event, table sign_in_link"
-    assert store.schema_changes == [f"recognised as revision 0001 (made before migrations): {made}"]
+    opened_from_before_migrations(url, f"recognised as revision 0001 (made before migrations): {made}")
+    store = Store(url)
     instructors.add(store, "ida")
     store.close()
     assert differences(url, models()) == []
@@ -347,6 +373,7 @@ def test_one_made_by_an_older_ampquiz_is_brought_up_where_it_may_be(url: str) ->
     fill(store)
     progress = store.learner_data("ann")
     store.close()
+    down_to_the_first_revision(url)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         for statement in ("DROP TABLE alembic_version", "DROP TABLE last_answer", "DROP TABLE topic_score",
@@ -357,7 +384,7 @@ def test_one_made_by_an_older_ampquiz_is_brought_up_where_it_may_be(url: str) ->
     if url.startswith("postgresql"):
         with pytest.raises(SchemaOutOfDate) as refused:
             Store(url)
-        assert str(refused.value).endswith("this ampquiz needs revision 0001: run `ampquiz db upgrade`")
+        assert str(refused.value).endswith(f"this ampquiz needs revision {HEAD}: run `ampquiz db upgrade`")
         assert "lacks table last_answer, table topic_score, column attempt.seconds, index ix_attempt_learner_question" in str(refused.value)
         assert revision_of(url) is None
         engine = make_engine(url)
@@ -368,7 +395,7 @@ def test_one_made_by_an_older_ampquiz_is_brought_up_where_it_may_be(url: str) ->
     assert (after.latest, after.by_topic) == (progress.latest, progress.by_topic)
     assert [a.seconds for a in after.recent] == [None, None]  # not kept then
     store.close()
-    assert revision_of(url) == "0001" and differences(url, models()) == []
+    assert revision_of(url) == HEAD and differences(url, models()) == []
 
 
 # ---- the server on an older schema -----------------------------------------------------------------
@@ -401,11 +428,11 @@ def test_serve_on_a_server_database_at_an_older_revision_refuses_and_names_the_c
     from tests.support.processes import eventually_empty, processes_with_environment
     from tests.support.server import Server
 
-    at_first_revision(postgres_url)
+    at_the_head(postgres_url)
     folder = second_revision(tmp_path, monkeypatch)
     env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789",
            "PYTHONPATH": str(ROOT)}  # fmt: skip
-    needs = f"the database at {postgres_url} is at revision 0001, this ampquiz needs 0002: run `ampquiz db upgrade`"
+    needs = f"the database at {postgres_url} is at revision {HEAD}, this ampquiz needs {NEXT}: run `ampquiz db upgrade`"
 
     out = ampquiz_with(folder, AMPQUIZ, "serve", "--processes", "2", env=env, cwd=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr and "serving on" not in out.stderr, out.stderr[-3000:]
@@ -414,13 +441,13 @@ def test_serve_on_a_server_database_at_an_older_revision_refuses_and_names_the_c
     out = ampquiz_with(folder, WEB_PROCESS, env=env, cwd=tmp_path)
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     assert out.stderr.strip().splitlines()[-1] == f"ampquiz: a web process could not start: {needs}"
-    assert revision_of(postgres_url) == "0001"
+    assert revision_of(postgres_url) == HEAD
 
     assert ampquiz_with(folder, AMPQUIZ, "db", "current", "--check", env=env, cwd=tmp_path).returncode == 1
     upgraded = ampquiz_with(folder, AMPQUIZ, "db", "upgrade", env=env, cwd=tmp_path)
-    assert upgraded.stdout == f"{postgres_url}: upgraded from 0001 to 0002\n", upgraded
+    assert upgraded.stdout == f"{postgres_url}: upgraded from {HEAD} to {NEXT}\n", upgraded
     checked = ampquiz_with(folder, AMPQUIZ, "db", "current", "--check", env=env, cwd=tmp_path)
-    assert checked.returncode == 0 and checked.stdout == f"{postgres_url}: 0002 (head): up to date\n", checked
+    assert checked.returncode == 0 and checked.stdout == f"{postgres_url}: {NEXT} (head): up to date\n", checked
 
 
 def test_the_cli_says_where_a_database_stands(tmp_path: Path) -> None:
@@ -432,8 +459,10 @@ def test_the_cli_says_where_a_database_stands(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
         return out.stdout
 
-    assert ampquiz("current") == f"{url}: none: an empty database (the server's first start, or `ampquiz db upgrade`, makes revision 0001)\n"
-    assert ampquiz("upgrade") == f"{url}: upgraded from empty to 0001\n"
-    assert ampquiz("upgrade") == f"{url}: at revision 0001 already, this ampquiz's own\n"
-    assert ampquiz("current") == f"{url}: 0001 (head): up to date\n"
-    assert ampquiz("history").startswith("0001 (head)  The first schema")
+    assert ampquiz("current") == f"{url}: none: an empty database (the server's first start, or `ampquiz db upgrade`, makes revision {HEAD})\n"
+    assert ampquiz("upgrade") == f"{url}: upgraded from empty to {HEAD}\n"
+    assert ampquiz("upgrade") == f"{url}: at revision {HEAD} already, this ampquiz's own\n"
+    assert ampquiz("current") == f"{url}: {HEAD} (head): up to date\n"
+    history = ampquiz("history")
+    assert history.startswith(f"{HEAD} (head)  ") and history.rstrip().splitlines()[-1].startswith("0001 ")
+    assert "  The first schema: every table and index" in history

@@ -1,8 +1,8 @@
 """Signing instructors in: a one-time link from `ampquiz instructor add|link NAME` is exchanged
 (by a POST, so a link preview or prefetch never spends it) for a signed session cookie that only
-/studio sees, naming the session the link opened. Signing out ends that session on the server
-(a copy of the cookie is refused too); removing an instructor ends all of theirs at the next
-request."""
+/studio sees, naming the session the link opened (an id of its own, fresh at each sign-in).
+Signing out ends that session on the server (a copy of the cookie is refused too); removing an
+instructor ends all of theirs at the next request."""
 
 from __future__ import annotations
 
@@ -74,15 +74,15 @@ async def sign_in_page(token: str, request: Request, state: State) -> Response:
 
 @router.post("/sign-in/{token}")
 async def sign_in(token: str, request: Request, state: State) -> Response:
-    name = await run_in_threadpool(
+    signed = await run_in_threadpool(
         lambda: instructors.sign_in(state.store, token, now=state.clock())
     )
-    if name is None:
+    if signed is None:
         return await page(
             state, request, "studio/sign_in.html", status_code=403, token=None, spent=True
         )
     response = RedirectResponse("/studio", status_code=303)
-    value = _signer(state).sign(f"{name}/{instructors.session_of(token)}").decode()
+    value = _signer(state).sign(f"{signed.name}/{signed.session}").decode()
     response.headers.append(*_cookie(request, state, value, max_age=SESSION_S))
     return response
 
