@@ -154,7 +154,11 @@ class Settings(BaseModel):
         "`nats://HOST:PORT`: sandbox workers on other machines (`ampquiz worker`, same variable), "
         "fed through NATS JetStream; the server then starts no sandbox and may run as several "
         "processes. `nats://HOST:PORT/NAME`: the same, for one of several deployments sharing "
-        "that NATS server. (`unix://PATH` is what `serve --processes` uses between its own processes.)",
+        "that NATS server. The NATS server must know who connects: give this role's user and "
+        "password (`nats://USER:PASSWORD@HOST:PORT`, URL-safe characters), a token "
+        "(`nats://TOKEN@HOST:PORT`) or `AMPQUIZ_WORKERS_CREDS`; `serve` and `worker` refuse a "
+        "URL without, unless `AMPQUIZ_BROKER_INSECURE` allows it. `tls://…`: the same, over TLS. "
+        "(`unix://PATH` is what `serve --processes` uses between its own processes.)",
     )
     workers_key: str = Field(
         "",
@@ -163,6 +167,18 @@ class Settings(BaseModel):
         "`AMPQUIZ_WORKERS_URL` is `nats://…`: it signs run requests, results and worker "
         f"announcements, so nobody else who can publish on the NATS server can forge them. At "
         f"least {MIN_WORKERS_KEY_CHARS} characters, the same everywhere; required in that mode.",
+    )
+    workers_creds: str = Field(
+        "",
+        description="A NATS credentials file, instead of a user and password in "
+        "`AMPQUIZ_WORKERS_URL`: a `.creds` file (JWT and NKey seed) or an NKey seed file, for the "
+        "web's or the worker's user (needs the `nkeys` package).",
+    )
+    broker_insecure: bool = Field(
+        False,
+        description="`1`: allow an `AMPQUIZ_WORKERS_URL` with no credentials, for local development "
+        "only: anyone who can reach that NATS server reads every learner's code and output and can "
+        "fill or drain the queue. The logs and `/healthz` (`sandbox.broker`) then say so.",
     )
     host: str = Field("127.0.0.1", description="Address `ampquiz serve` listens on.")
     port: int = Field(8000, ge=0, le=65535, description="Port `ampquiz serve` listens on.")
@@ -176,9 +192,9 @@ class Settings(BaseModel):
     )
     public_url: str = Field(
         "",
-        description="The address learners open, e.g. `https://quiz.example.edu` (for links the "
-        "server writes). When it is https, every cookie is `Secure` (sent only over TLS), even if "
-        "the proxy that ends TLS does not say so. Empty: cookies are `Secure` when the request "
+        description="The address learners open, e.g. `https://quiz.example.edu`. When it is "
+        "https, every cookie is `Secure` (sent only over TLS), even if the proxy that ends TLS "
+        "does not say so. Empty: cookies are `Secure` when the request "
         "came over TLS, directly or through a trusted proxy (`AMPQUIZ_TRUSTED_PROXIES`) saying "
         "`X-Forwarded-Proto: https`.",
     )

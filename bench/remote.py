@@ -79,9 +79,9 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ampquiz-bench-remote-"))
     workers = [WorkerProcess(work, slots=2, name="1")]
     local = LocalRuns(Sandbox(workers=2).start(), owned=True)
-    web = await RemoteRuns.connect(
-        url, Settings(workers_url=url, workers_key=WORKERS_KEY), discover_s=0.3
-    )
+    # A local NATS server without users, as the tests': allowed as for local development.
+    settings = Settings(workers_url=url, workers_key=WORKERS_KEY, broker_insecure=True)
+    web = await RemoteRuns.connect(url, settings, discover_s=0.3)
     try:
         await wait_for(web, 1)
         await one_at_a_time(local, 10)  # warm both paths

@@ -39,6 +39,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if problem := settings.secret_key_problem():
         print(f"ampquiz serve: {problem}", file=sys.stderr)
         return 2
+    if problem := _broker_problem(settings):
+        print(f"ampquiz serve: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s"
     )
@@ -93,6 +96,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:  # found on the way (the secret key's folder, say)
         print(f"ampquiz serve: {exc}", file=sys.stderr)
         return 2
+
+
+def _broker_problem(settings: object) -> str | None:
+    """Why the workers' NATS server must not be used as given (no credentials, unasked), or None;
+    with AMPQUIZ_BROKER_INSECURE, a warning said here (and by each web process's log)."""
+    from app.settings import Settings
+
+    assert isinstance(settings, Settings)
+    if not settings.workers_url.startswith(("nats://", "tls://")):
+        return None
+    from app.runs.jetstream import INSECURE, Broker
+
+    broker = Broker.of(settings)
+    if (refused := broker.refusal()) is None and not broker.authenticated:
+        print(f"ampquiz serve: WARNING: {broker.where()} is used with no credentials ({INSECURE}): "
+              "for local development only", file=sys.stderr)  # fmt: skip
+    return refused
 
 
 def _database_problem(url: str) -> str | None:

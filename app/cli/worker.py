@@ -1,7 +1,7 @@
 """`ampquiz worker`: serve remote runs from this host's sandbox pool (see app.runs.worker).
 
-Reads `AMPQUIZ_WORKERS_URL` (a `nats://` URL, as the web's), `AMPQUIZ_SANDBOX_WORKERS` (its
-slots) and `AMPQUIZ_RUN_QUEUE`. Stops cleanly on SIGTERM or Ctrl+C: it stops taking runs,
+Reads `AMPQUIZ_WORKERS_URL` (a `nats://` URL with the worker role's credentials, or
+`AMPQUIZ_WORKERS_CREDS`), `AMPQUIZ_WORKERS_KEY` and `AMPQUIZ_SANDBOX_WORKERS` (its slots). Stops cleanly on SIGTERM or Ctrl+C: it stops taking runs,
 finishes the ones it has, says goodbye, and closes its pool.
 """
 
@@ -30,6 +30,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     settings = remote_settings("worker", workers_url=args.url, sandbox_workers=args.slots)
     if settings is None:
         return 2
+    from app.runs.jetstream import Broker
+
+    broker = Broker.of(settings)
+    if refused := broker.refusal():  # before the pool's start: it takes seconds
+        print(f"ampquiz worker: {refused}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -38,9 +44,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     pool = Sandbox(workers=settings.sandbox_workers, allow_cuda=not args.cpu)
     with pool:
-        worker = Worker(
-            pool, settings.workers_url, settings.workers_key, queue_limit=settings.run_queue + 64
-        )
+        worker = Worker(pool, broker, settings.workers_key)
 
         async def main() -> None:
             loop = asyncio.get_running_loop()
@@ -53,7 +57,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         try:
             run_forever(main())
         except (OSError, nats.errors.NoServersError) as exc:  # the NATS server cannot be reached
-            print(f"ampquiz worker: cannot reach {settings.workers_url}: {exc}", file=sys.stderr)
+            print(f"ampquiz worker: cannot reach {broker.where()}: {exc}", file=sys.stderr)
             return 1
     return 0
 

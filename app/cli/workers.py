@@ -8,17 +8,22 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.runs.jetstream import Broker
 
 
-async def ask(url: str, key: str, wait_s: float = 1.0) -> tuple[list[dict[str, Any]], int]:
+async def ask(broker: Broker, key: str, wait_s: float = 1.0) -> tuple[list[dict[str, Any]], int]:
     """The workers that answer within `wait_s`, believed only when signed with the workers' key,
-    and how many answers came signed with another key."""
+    and how many answers came signed with another key. (As the web's role: it pings, and reads
+    what workers say.)"""
     from app.runs import jetstream as layout
     from app.runs.signing import Signer, read_announcement, signed_with_another_key
 
+    url = broker.url
     signer = Signer(key)
-    nc = await layout.connect(url, "ampquiz-workers", reconnect=False)
+    nc = await layout.connect(broker, "ampquiz-workers", "web", reconnect=False)
     answers: dict[str, dict[str, Any]] = {}
     other_key = 0
 
@@ -28,6 +33,7 @@ async def ask(url: str, key: str, wait_s: float = 1.0) -> tuple[list[dict[str, A
             return
         data = read_announcement(signer, msg.data, msg.headers)
         if data is not None and not data.get("leaving"):
+            data.pop("holding", None)  # its runs' ids: the web's business only
             answers[data["id"]] = data
         other_key += data is None and signed_with_another_key(signer, msg.data, msg.headers)
 
@@ -46,9 +52,15 @@ def _cmd_workers(args: argparse.Namespace) -> int:
     settings = remote_settings("workers", workers_url=args.url)
     if settings is None:
         return 2
-    url = settings.workers_url
+    from app.runs.jetstream import Broker, BrokerRefused
+
+    broker = Broker.of(settings)
+    url = broker.where()
     try:
-        workers, other_key = asyncio.run(ask(url, settings.workers_key))
+        workers, other_key = asyncio.run(ask(broker, settings.workers_key))
+    except BrokerRefused as exc:
+        print(f"ampquiz workers: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - unreachable, refused: said in one line
         print(f"ampquiz workers: cannot reach {url}: {exc}", file=sys.stderr)
         return 2

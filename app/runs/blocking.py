@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from app.runs.jetstream import BrokerRefused
 from app.runs.remote import RemoteRuns
 from app.runs.signing import nobody_online
 from app.settings import Settings
@@ -69,13 +70,18 @@ def remote_pools(url: str, settings: Settings | None = None) -> Iterator[list[De
     thread = threading.Thread(target=loop.run_forever, name="remote-runs", daemon=True)
     thread.start()
     settings = settings or Settings.from_env(workers_url=url)  # the workers' key, with the rest
-    runs = asyncio.run_coroutine_threadsafe(
-        RemoteRuns.connect(url, settings, discover_s=1.0), loop
-    ).result()
+    try:
+        runs = asyncio.run_coroutine_threadsafe(
+            RemoteRuns.connect(url, settings, discover_s=1.0), loop
+        ).result()
+    except BrokerRefused as exc:  # no credentials for the NATS server: said as plainly
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        raise NoWorkerOnline(str(exc)) from None
     try:
         pools = [DevicePool(runs, device, loop) for device in runs.devices()]
         if not pools:
-            raise NoWorkerOnline(nobody_online(url, runs.other_key))
+            raise NoWorkerOnline(nobody_online(runs.broker.where(), runs.other_key))
         yield pools
     finally:
         asyncio.run_coroutine_threadsafe(runs.close(), loop).result(timeout=10)

@@ -19,6 +19,8 @@ from sandbox.result import STATUSES
 
 MAX_RESULT_BYTES = 900_000
 """Under NATS's default 1 MB payload: a result larger than this is refused by the worker itself."""
+MAX_RUN_BYTES = 1 << 20
+"""The largest run request a stream keeps (NATS's default payload bound)."""
 
 
 MAX_LIMITS = Limits(

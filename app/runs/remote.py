@@ -5,12 +5,18 @@ result awaited on this process's own results subject. What the workers online ca
 from their announcements, so a run nobody online can take is refused at once ("no CUDA worker is
 online"), never queued silently. A result is a claim from another machine: checked before use,
 and taken once (a run delivered twice, after its first worker died, may answer twice).
+
+Only signed words are believed. The room for runs is this process's own count of its runs in
+flight, never what the stream holds (anyone allowed to publish there fills that). A run is lost
+when its holder, as the workers' signed announcements say, stops holding it on its last delivery
+without a result (its lease lapsed: the worker died or ran out its time), when no worker of its
+kind has been online for a while, or when its deadline passed; never on JetStream's advisories,
+which anyone can publish.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -24,6 +30,7 @@ from nats.aio.msg import Msg
 
 from app.runs import RunsFull
 from app.runs import jetstream as layout
+from app.runs.jetstream import Broker
 from app.runs.messages import BadMessage, RunRequest, result_from_claim
 from app.runs.signing import (
     SIGNATURE_HEADER,
@@ -56,13 +63,24 @@ class Waiting:
     """Monotonic time past which nobody waits for it any more."""
     nobody_since: float | None = None
     """Since when no worker of its device kind has been online."""
+    delivery: int = 0
+    """The server's delivery its holder said it holds (0: no worker said so yet)."""
+    lease_until: float = 0.0
+    """Monotonic time its holder's lease lapses unless the holder says it holds it again."""
+
+    def lease_lapsed(self, now: float) -> bool:
+        """Its holder stopped holding it on the last delivery there is, and said no result."""
+        return self.delivery >= layout.MAX_DELIVERIES and now > self.lease_until
 
 
 class RemoteRuns:
-    keeps_turns = False  # each web process keeps its own; the stream bounds them all together
+    keeps_turns = False  # each web process keeps its own, and counts its own runs in flight
 
-    def __init__(self, nc: Any, settings: Settings, names: layout.Layout) -> None:
+    def __init__(
+        self, nc: Any, settings: Settings, names: layout.Layout, broker: Broker | None = None
+    ) -> None:
         self.nc = nc
+        self.broker = broker or Broker.of(settings)
         self.js = nc.jetstream()
         self.settings = settings
         self.signer = Signer(settings.workers_key)
@@ -70,9 +88,10 @@ class RemoteRuns:
         self.layout = names
         self.results_subject = names.results_subject(self.web_id)
         self.workers = settings.sandbox_workers
+        self.max_in_flight = settings.run_queue + 64
+        """Runs this process may have published and not heard back from: its room, counted by itself."""
         self._announced: dict[str, dict[str, Any]] = {}
         self._waiting: dict[str, Waiting] = {}
-        self._by_sequence: dict[int, str] = {}
         self._last_env: dict[str, Any] = {}
         self.lost = 0
         self.other_key = 0
@@ -81,12 +100,16 @@ class RemoteRuns:
 
     @classmethod
     async def connect(cls, url: str, settings: Settings, *, discover_s: float = 1.5) -> RemoteRuns:
-        nc = await layout.connect(url, "ampquiz-web")
-        runs = cls(nc, settings, layout.Layout.of(url))
-        await layout.ensure_layout(runs.js, runs.layout, settings.run_queue + 64)
+        """BrokerRefused when `url` has no credentials and AMPQUIZ_BROKER_INSECURE does not allow it."""
+        broker = Broker.of(settings, url)
+        nc = await layout.connect(broker, "ampquiz-web", "web")
+        runs = cls(nc, settings, layout.Layout.of(url), broker)
+        if broker.insecure and not broker.authenticated:
+            log.warning("remote workers: the NATS server at %s is used with no credentials (%s): "
+                        "anyone who can reach it reads every run and result", broker.where(), layout.INSECURE)  # fmt: skip
+        await layout.ensure_layout(runs.js, runs.layout)
         await nc.subscribe(runs.results_subject, cb=runs._on_result)
         await nc.subscribe(runs.layout.status_subject, cb=runs._on_status)
-        await nc.subscribe(runs.layout.max_deliveries_advisory, cb=runs._on_gave_up)
         runs._watchdog = asyncio.ensure_future(runs._watch())
         await runs.discover(discover_s)
         online = runs.online()
@@ -97,7 +120,7 @@ class RemoteRuns:
             ", ".join(f"{w['id']} {w['device_kind']}" for w in online) or "none yet",
         )
         if not online and runs.other_key:
-            log.warning("remote workers: %s", nobody_online(url, runs.other_key))
+            log.warning("remote workers: %s", nobody_online(broker.where(), runs.other_key))
         return runs
 
     # ---- what is online --------------------------------------------------------------------
@@ -111,6 +134,8 @@ class RemoteRuns:
         await sub.unsubscribe()
 
     async def _on_status(self, msg: Msg) -> None:
+        if not msg.data:  # the server's "no responders" to a ping: nobody said anything
+            return
         status = read_announcement(self.signer, msg.data, msg.headers)
         if status is None:
             self.other_key += signed_with_another_key(self.signer, msg.data, msg.headers)
@@ -118,8 +143,15 @@ class RemoteRuns:
         known = self._announced.get(status["id"])
         if known is not None and known["sent"] >= status["sent"]:
             return  # not newer than what this worker last said: a replay, or late
-        status["_seen"] = time.monotonic()
+        now = time.monotonic()
+        status["_seen"] = now
+        holding = status.pop("holding", None)
         self._announced[status["id"]] = status
+        if isinstance(holding, dict):  # its runs' leases, renewed as the server's are
+            for run_id, delivery in holding.items():
+                waiting = self._waiting.get(run_id)
+                if waiting is not None and isinstance(delivery, int):
+                    waiting.delivery, waiting.lease_until = delivery, now + layout.ACK_WAIT_S
 
     def online(self, device: str | None = None) -> list[dict[str, Any]]:
         workers = layout.online(self._announced, time.monotonic())
@@ -167,6 +199,8 @@ class RemoteRuns:
             refused = self.refusal(device, "This snippet")
             assert refused is not None
             return refused
+        if len(self._waiting) >= self.max_in_flight:
+            raise RunsFull()  # this process's own count: nobody else's messages take its room
         run_id = uuid.uuid4().hex
         patience = layout.patience_s(limits.wall_s)
         waiting = Waiting(
@@ -181,45 +215,38 @@ class RemoteRuns:
         headers = {
             layout.REPLY_HEADER: self.results_subject,
             layout.DEADLINE_HEADER: deadline_said,
-            "Nats-Msg-Id": run_id,
+            layout.MSG_ID_HEADER: run_id,
             SIGNATURE_HEADER: self.signer.sign(
                 "run", subject, run_id, self.results_subject, deadline_said, body=body
             ),
         }
         try:
             try:
-                ack = await self.js.publish(subject, body, headers=headers)
-            except nats.js.errors.APIError as exc:
-                if layout.is_queue_full(exc):
-                    raise RunsFull() from None
+                await self.js.publish(subject, body, headers=headers)
+            except nats.js.errors.APIError as exc:  # a stream full of anyone's messages: 503
                 raise SandboxError(f"the workers' queue refused the run: {exc}") from None
             except (
                 nats.errors.Error,
                 OSError,
             ) as exc:  # NATS unreachable, reconnecting: 503 for now
                 raise SandboxError(f"the workers' queue cannot be reached: {exc!r}") from None
-            self._by_sequence[ack.seq] = run_id
-            try:
-                # Awaited directly: the result's callback wakes this task, with no timer in between;
-                # `_watch` is what ends a run nothing will ever answer.
-                return await waiting.result
-            finally:
-                self._by_sequence.pop(ack.seq, None)
+            # Awaited directly: the result's callback wakes this task, with no timer in between;
+            # `_watch` is what ends a run nothing will ever answer.
+            return await waiting.result
         finally:
             self._waiting.pop(run_id, None)
 
     async def _watch(self) -> None:
         """Every half second: workers silent for long are forgotten, and a run is reported lost
-        when no worker of its kind has been online for a while (JetStream only gives up on a run
-        while some worker is asking for runs), or when its whole patience ran out. JetStream's
-        own give-up is `_on_gave_up`."""
+        when its holder's lease lapsed on its last delivery (`Waiting.lease_lapsed`), when no
+        worker of its kind has been online for a while, or when its whole patience ran out."""
         while True:
             await asyncio.sleep(0.5)
             now = time.monotonic()
             for worker_id, said in list(self._announced.items()):
                 if now - said.get("_seen", now) > layout.FORGET_AFTER_S:
                     del self._announced[worker_id]  # each restart is a new id: do not keep them all
-            for waiting in list(self._waiting.values()):
+            for run_id, waiting in list(self._waiting.items()):
                 if waiting.result.done():
                     continue
                 if self.online(waiting.device):
@@ -230,7 +257,12 @@ class RemoteRuns:
                     waiting.nobody_since is not None
                     and now - waiting.nobody_since > layout.NO_WORKER_GRACE_S
                 )
-                if now > waiting.deadline or nobody:
+                lapsed = waiting.lease_lapsed(now)
+                if lapsed:
+                    log.warning(
+                        "run %s lost: its worker stopped holding it on its last delivery", run_id
+                    )
+                if now > waiting.deadline or nobody or lapsed:
                     self.lost += 1
                     waiting.result.set_result(
                         self._lost(
@@ -247,8 +279,9 @@ class RemoteRuns:
         run_id = (msg.headers or {}).get(layout.RUN_HEADER, "")
         entry = self._waiting.get(run_id)
         if not self.signer.verify(
-            msg.headers, "result", run_id, self.results_subject, body=msg.data
-        ):
+            msg.headers, "result", run_id, self.results_subject, body=msg.data,
+            names=layout.RESULT_HEADERS,
+        ):  # fmt: skip
             return  # not from a worker holding the key: the run keeps waiting for the genuine one
         waiting = entry.result if entry is not None else None
         taken = waiting is not None and not waiting.done()
@@ -263,23 +296,12 @@ class RemoteRuns:
         # A second answer to a run delivered twice, or one nobody waits for any more, is dropped.
         await msg.respond(b"taken" if taken else b"not waited for")
 
-    async def _on_gave_up(self, msg: Msg) -> None:
-        """JetStream stopped redelivering a run (every delivery's worker died): it is lost."""
-        try:
-            sequence = int(json.loads(msg.data).get("stream_seq"))
-        except (ValueError, TypeError, AttributeError):
-            return
-        run_id = self._by_sequence.get(sequence)
-        entry = self._waiting.get(run_id or "")
-        if entry is not None and not entry.result.done():
-            self.lost += 1
-            log.warning("run %s lost: its worker died on every delivery", run_id)
-            entry.result.set_result(self._lost())
-
     def status(self) -> dict[str, Any]:
         workers = [{k: v for k, v in w.items() if not k.startswith("_")} for w in self.online()]
-        where = self.settings.workers_url.rsplit("@", 1)[-1]  # never a password in /healthz
-        return {"kind": "remote", "url": where, "connected": bool(self.nc.is_connected),
+        authenticated = self.broker.authenticated
+        return {"kind": "remote", "url": self.broker.where(),  # never a password in /healthz
+                "broker": {"authenticated": authenticated, "insecure": not authenticated},
+                "connected": bool(self.nc.is_connected),
                 "workers": workers, "lost": self.lost, "signed_with_another_key": self.other_key}  # fmt: skip
 
     async def close(self) -> None:

@@ -5,8 +5,10 @@ push a run that makes a worker reply to any subject, or announce a worker that d
 So every run request, result and announcement carries an `Ampquiz-Signature` header: HMAC-SHA256
 with `AMPQUIZ_WORKERS_KEY` over the message's kind, the facts it is about (run id, reply subject,
 deadline) and its body. A message whose signature is missing or wrong is dropped, deny by
-default; the key never crosses the wire. Restricting who may publish where on the NATS server
-(README, "Scaling out") is defence in depth on top of this, not instead of it.
+default; the key never crosses the wire. So is one whose headers are not canonical (`canonical`):
+a name repeated, or one the message does not carry, which the signature does not cover and which
+the server may act on. Restricting who may publish where on the NATS server (deploy/nats.conf,
+docs/scaling-out.md) is defence in depth on top of this, not instead of it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Collection
 from typing import Any
 
-from app.runs.jetstream import ANNOUNCEMENT_FRESH_S
+from app.runs.jetstream import ANNOUNCEMENT_FRESH_S, SIGNATURE_HEADER, STATUS_HEADERS
 from app.settings import MIN_WORKERS_KEY_CHARS
 
-SIGNATURE_HEADER = "Ampquiz-Signature"
+__all__ = ["SIGNATURE_HEADER", "Signer", "canonical"]  # SIGNATURE_HEADER: as the tests know it
 
 log = logging.getLogger("ampquiz.runs")
 
@@ -49,25 +52,48 @@ class Signer:
         mac.update(body)
         return mac.hexdigest()
 
-    def verify(self, headers: dict[str, str] | None, kind: str, *facts: str, body: bytes) -> bool:
-        """Whether the message carries the right signature; a forgery is counted and logged (the
-        first, then the tenth, hundredth...: a flood of forgeries does not flood the log)."""
+    def verify(
+        self,
+        headers: dict[str, str] | None,
+        kind: str,
+        *facts: str,
+        body: bytes,
+        names: Collection[str],
+    ) -> bool:
+        """Whether the message carries exactly the headers `names`, each once, and the right
+        signature; a forgery is counted and logged (the first, then the tenth, hundredth...: a
+        flood of forgeries does not flood the log)."""
         claimed = (headers or {}).get(SIGNATURE_HEADER, "")
-        if hmac.compare_digest(claimed.encode(), self.sign(kind, *facts, body=body).encode()):
+        if not canonical(headers, names):
+            why = "headers are not the ones it carries, each once"
+        elif hmac.compare_digest(claimed.encode(), self.sign(kind, *facts, body=body).encode()):
             return True
+        else:
+            why = "signature is " + ("wrong" if claimed else "missing")
         self.forgeries += 1
         if self.forgeries in (1, 10, 100, 1000) or self.forgeries % 10_000 == 0:
-            log.warning("dropped a %s whose signature is %s (%d forged or mis-keyed messages so far): "
+            log.warning("dropped a %s whose %s (%d forged or mis-keyed messages so far): "
                         "is AMPQUIZ_WORKERS_KEY the same on the web and every worker?",
-                        kind, "wrong" if claimed else "missing", self.forgeries)  # fmt: skip
+                        kind, why, self.forgeries)  # fmt: skip
         return False
+
+
+def canonical(headers: dict[str, str] | None, names: Collection[str]) -> bool:
+    """`headers` are exactly `names`, none repeated (`app.runs.jetstream.Headers`): what the
+    signature covers is then what the server and every client read."""
+    return (
+        headers is not None
+        and not getattr(headers, "repeated", False)
+        and len(headers) == len(names)
+        and set(headers) == set(names)
+    )
 
 
 def signed_with_another_key(signer: Signer, body: bytes, headers: dict[str, str] | None) -> bool:
     """A status carrying a signature this key does not verify: workers started with another key
     (or anyone else signing). Counted, so that "no worker is online" can say why it may seem so."""
     return bool(headers and headers.get(SIGNATURE_HEADER)) and not signer.verify(
-        headers, "status", body=body
+        headers, "status", body=body, names=STATUS_HEADERS
     )
 
 
@@ -92,7 +118,7 @@ def read_announcement(
 ) -> dict[str, Any] | None:
     """A worker's status, or None when it is not signed with the key, not a worker's status, or
     too old to believe (a replay)."""
-    if not signer.verify(headers, "status", body=body):
+    if not signer.verify(headers, "status", body=body, names=STATUS_HEADERS):
         return None
     try:
         status = json.loads(body)

@@ -3,7 +3,9 @@
 It starts the local warm pool (CPU or CUDA, whatever the host has), announces what it can run,
 and has one pull loop per slot: a loop asks NATS for a run only while its slot is free. A run is
 acknowledged after its result reached the web process waiting for it; while it runs, its lease is
-renewed, up to its wall limit plus a margin. It logs one line per run.
+renewed, up to its wall limit plus a margin, and its announcements say it holds the run. It runs
+only what the web signed, with canonical headers, and each run id once until its deadline
+(`Seen`). It logs one line per run.
 
 Each slot is a thread with an event loop and a NATS connection of its own, and runs its snippet
 on that thread, blocking only its own loop: a run is never handed to a thread and back (each
@@ -30,6 +32,7 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from app.runs import jetstream as layout
+from app.runs.jetstream import Broker
 from app.runs.local import local_worker_status
 from app.runs.messages import BadMessage, RunRequest, encode_result
 from app.runs.signing import SIGNATURE_HEADER, Signer, announcement
@@ -40,18 +43,50 @@ log = logging.getLogger("ampquiz.worker")
 
 FETCH_S = 1.0
 """How long a free slot's request for a run stays open: also how soon an idle slot notices a stop."""
+SEEN_AT_MOST = 200_000
+"""Run ids a worker keeps (`Seen`): some 30 MB, a run every 4 ms for the longest deadline."""
+
+
+class Seen:
+    """The runs this worker took, each kept until its signed deadline: a run id is taken once (and
+    again only on a later delivery of the server's, after a worker died), so a signed request
+    captured and published again is not run again, even where the server has forgotten it (a
+    restart: the queue is in memory). Bounded: past `SEEN_AT_MOST` ids the oldest goes, for which
+    the server's duplicate window still stands."""
+
+    def __init__(self, at_most: int = SEEN_AT_MOST) -> None:
+        self.at_most = at_most
+        self._deadlines: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()  # every slot's thread takes runs
+
+    def take(self, run_id: str, deadline: float, delivery: int) -> bool:
+        """Whether the run may be run: never taken, or taken at an earlier delivery."""
+        now = time.time()
+        with self._lock:
+            taken = self._deadlines.get(run_id)
+            if taken is not None and taken[0] >= now and delivery <= taken[1]:
+                return False
+            self._deadlines.pop(run_id, None)
+            # The oldest first (kept in that order): past its deadline, or one too many.
+            while self._deadlines:
+                oldest = next(iter(self._deadlines))
+                if self._deadlines[oldest][0] >= now and len(self._deadlines) < self.at_most:
+                    break
+                del self._deadlines[oldest]
+            self._deadlines[run_id] = (deadline, delivery)
+            return True
 
 
 class Worker:
     def __init__(
-        self, pool: Sandbox, url: str, key: str, *, slots: int | None = None, queue_limit: int = 16
+        self, pool: Sandbox, broker: Broker, key: str, *, slots: int | None = None
     ) -> None:
         self.pool = pool
-        self.url = url
-        self.layout = layout.Layout.of(url)
+        self.broker = broker
+        self.layout = layout.Layout.of(broker.url)
         self.signer = Signer(key)
         self.slots = slots or pool.workers
-        self.queue_limit = queue_limit
+        self.seen = Seen()
         self.device = "cuda" if pool.environment.get("device_kind") == "cuda" else "cpu"
         self.id = f"{socket.gethostname()}-{os.getpid()}"
         self.busy = 0
@@ -59,22 +94,30 @@ class Worker:
         self.failed = 0
         self.started = time.time()
         self._counting = threading.Lock()  # the slots' threads count runs together
-        self._leases: dict[str, tuple[str, float]] = {}
-        """Runs being run, by id: where their "still working" signs go, and until when."""
+        self._leases: dict[str, tuple[str, float, int]] = {}
+        """Runs held, by id, from their start to their acknowledgement: where their "still
+        working" signs go, until when, and at which of the server's deliveries."""
         self._stop = asyncio.Event()
         self._stopping = threading.Event()
         self.nc: Any = None
 
     def status(self) -> dict[str, Any]:
         line = local_worker_status(self.pool, self.id)
+        now = time.monotonic()
+        holding = {
+            run: delivery for run, (_, until, delivery) in list(self._leases.items()) if now < until
+        }
         line.update(slots=self.slots, busy=self.busy, done=self.done, failed=self.failed,
-                    started=self.started, leaving=self._stopping.is_set())  # fmt: skip
+                    started=self.started, leaving=self._stopping.is_set(), holding=holding)  # fmt: skip
         return line
 
     async def serve(self) -> None:
         """Until `stop()` (or SIGTERM/SIGINT from the CLI): pull, run, reply, acknowledge."""
-        self.nc = await layout.connect(self.url, f"ampquiz-worker {self.id}")
-        await layout.ensure_layout(self.nc.jetstream(), self.layout, self.queue_limit)
+        self.nc = await layout.connect(self.broker, f"ampquiz-worker {self.id}", "worker")
+        if self.broker.insecure and not self.broker.authenticated:
+            log.warning("worker %s: the NATS server at %s is used with no credentials (%s): "
+                        "anyone who can reach it reads every run and result", self.id,
+                        self.broker.where(), layout.INSECURE)  # fmt: skip
         await self.nc.subscribe(self.layout.ping_subject, cb=self._pong)
         chores = [
             asyncio.ensure_future(self._announce()),
@@ -123,7 +166,7 @@ class Worker:
         while True:
             await asyncio.sleep(layout.LEASE_EVERY_S)
             now = time.monotonic()
-            for ack_subject, until in list(self._leases.values()):
+            for ack_subject, until, _ in list(self._leases.values()):
                 if now < until:
                     with contextlib.suppress(Exception):
                         await self.nc.publish(ack_subject, b"+WPI")  # what Msg.in_progress() sends
@@ -137,18 +180,28 @@ class Worker:
             runner.run(self._slot(n))
 
     async def _slot(self, n: int) -> None:
-        nc = await layout.connect(self.url, f"ampquiz-worker {self.id} slot {n}")
+        nc = await layout.connect(self.broker, f"ampquiz-worker {self.id} slot {n}", "worker")
         try:
+            # The web makes the queue (a worker's role may not): until it has, a fetch fails.
             psub = await nc.jetstream().pull_subscribe_bind(
-                durable=layout.consumer_name(self.device), stream=self.layout.stream
+                durable=layout.consumer_name(self.device), stream=self.layout.stream(self.device)
             )
+            failing = ""
             while not self._stopping.is_set():
                 try:
                     msgs = await psub.fetch(1, timeout=FETCH_S)
+                    failing = ""
                 except nats.errors.TimeoutError:
                     continue
-                except Exception as exc:  # noqa: BLE001 - a reconnect in progress: try again shortly
-                    log.warning("worker %s slot %d: fetch failed: %s", self.id, n, exc)
+                except Exception as exc:  # noqa: BLE001 - a reconnect, or no queue yet: try again shortly
+                    if str(exc) != failing:  # once, not every second
+                        log.warning(
+                            "worker %s slot %d: fetch failed (tried again every second): %s",
+                            self.id,
+                            n,
+                            exc,
+                        )
+                    failing = str(exc)
                     await asyncio.sleep(1)
                     continue
                 for msg in msgs:
@@ -174,13 +227,15 @@ class Worker:
     async def _handle(self, nc: Any, msg: Msg) -> None:
         headers = msg.headers or {}
         reply = headers.get(layout.REPLY_HEADER, "")
-        run_id = headers.get("Nats-Msg-Id", "")
+        run_id = headers.get(layout.MSG_ID_HEADER, "")
         deadline_said = headers.get(layout.DEADLINE_HEADER, "")
-        # Only a web process holding the key may make this worker run code, and reply only where
-        # a web process listens: anything else is dropped for good, never run, never answered.
+        # Only a web process holding the key may make this worker run code, with the headers it
+        # signed and no other, and reply only where a web process listens: anything else is
+        # dropped for good, never run, never answered.
         signed = self.signer.verify(
-            headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data
-        )
+            headers, "run", msg.subject, run_id, reply, deadline_said, body=msg.data,
+            names=layout.RUN_HEADERS,
+        )  # fmt: skip
         if not signed or not self.layout.is_results_subject(reply):
             if signed:
                 log.error(
@@ -208,8 +263,26 @@ class Worker:
             deadline = float(deadline_said or "inf")
         except ValueError:
             deadline = 0.0  # not a time: nobody can be said to wait for it
-        if time.time() > deadline:
+        now = time.time()
+        if now > deadline:
             log.info("run %s dropped: nobody waits for it any more", request.id)
+            await msg.term()
+            return
+        if deadline > now + layout.LONGEST_DEADLINE_S:  # also what bounds how long its id is kept
+            log.error(
+                "worker %s: refused run %s: its deadline is further than any run's",
+                self.id,
+                request.id,
+            )
+            await msg.term()
+            return
+        delivery = msg.metadata.num_delivered
+        if not self.seen.take(request.id, deadline, delivery):
+            log.warning(
+                "worker %s: refused run %s: taken before (a copy published again)",
+                self.id,
+                request.id,
+            )
             await msg.term()
             return
         with self._counting:
@@ -218,25 +291,26 @@ class Worker:
         self._leases[request.id] = (
             msg.reply,
             time.monotonic() + request.limits.wall_s + layout.LEASE_MARGIN_S,
+            delivery,
         )
-        # The runner this run uses up is replaced once its result is with the web: preparing it
-        # meanwhile slowed both the run and the delivery (this is the pool's thread: the slot's).
-        with self.pool.results_first():
-            try:
-                result, payload, signature = self._run(
-                    request, reply
-                )  # blocks this slot's loop only
-            finally:
-                self._leases.pop(request.id, None)
+        try:
+            # The runner this run uses up is replaced once its result is with the web: preparing
+            # it meanwhile slowed both the run and the delivery (this is the pool's thread: the slot's).
+            with self.pool.results_first():
+                try:  # blocks this slot's loop only
+                    result, payload, signature = self._run(request, reply)
+                finally:
+                    with self._counting:
+                        self.busy -= 1
                 with self._counting:
-                    self.busy -= 1
-            with self._counting:
-                self.done += 1
-                self.failed += result.status not in ("ok", "error")
-            delivered = await self._deliver(nc, reply, request.id, payload, signature)
-        await msg.ack()
+                    self.done += 1
+                    self.failed += result.status not in ("ok", "error")
+                delivered = await self._deliver(nc, reply, request.id, payload, signature)
+            await msg.ack()
+        finally:
+            self._leases.pop(request.id, None)  # held until acknowledged: see `status`
         log.info("run %s: %s in %.1f ms (delivery %d)%s", request.id, result.status,
-                 (time.perf_counter() - started) * 1000, msg.metadata.num_delivered,
+                 (time.perf_counter() - started) * 1000, delivery,
                  "" if delivered else "; nobody was waiting for the result")  # fmt: skip
 
     def _run(self, request: RunRequest, reply: str) -> tuple[RunResult, bytes, str]:

@@ -36,23 +36,26 @@ the same host, at the same time, neither takes its runs nor hears its workers.""
 LAYOUT = Layout.of(NATS_URL)
 WORKERS_KEY = "test-workers-key-" + "k" * 32
 """The secret the tests' web side and workers share (AMPQUIZ_WORKERS_KEY)."""
-WORKERS_ENV = {"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": WORKERS_KEY}
+WORKERS_ENV = {"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": WORKERS_KEY, "AMPQUIZ_BROKER_INSECURE": "1"}
+"""The shared NATS server has no users: the web and the workers are told that is allowed (the
+broker's users and permissions are `tests.support.nats`'s)."""
 
 
-def remote_settings() -> Settings:
+def remote_settings(url: str = NATS_URL) -> Settings:
     """The settings a web process in remote mode has: the NATS server and the workers' key."""
     from app.settings import Settings
 
-    return Settings(workers_url=NATS_URL, workers_key=WORKERS_KEY)
+    return Settings(workers_url=url, workers_key=WORKERS_KEY, broker_insecure=True)
 
 
 class WorkerProcess:
     """`ampquiz worker` as an operator starts it on a sandbox host, configured by AMPQUIZ_*."""
 
-    def __init__(self, workdir: Path, slots: int = 1, name: str = "w") -> None:
+    def __init__(self, workdir: Path, slots: int = 1, name: str = "w", env: dict[str, str] | None = None) -> None:
+        """`env`: its AMPQUIZ_* broker settings, instead of the shared server's (`WORKERS_ENV`)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / f"worker-{name}.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV, "AMPQUIZ_SANDBOX_WORKERS": str(slots)}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or WORKERS_ENV), "AMPQUIZ_SANDBOX_WORKERS": str(slots)}
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], cwd=workdir, env=env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -89,8 +92,9 @@ async def reset_stream() -> None:
     """No runs left over from an earlier test (the stream is re-made by the next web or worker);
     also what a run of the tests leaves on the NATS server at its end."""
     nc = await nats.connect(NATS_SERVER)
-    with contextlib.suppress(nats.js.errors.NotFoundError):  # not there yet
-        await nc.jetstream().delete_stream(LAYOUT.stream)
+    for device in ("cpu", "cuda"):
+        with contextlib.suppress(nats.js.errors.NotFoundError):  # not there yet
+            await nc.jetstream().delete_stream(LAYOUT.stream(device))
     await nc.close()
 
 

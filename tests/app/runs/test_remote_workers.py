@@ -25,7 +25,6 @@ from app.runs.jetstream import Layout
 from app.runs.messages import RunRequest
 from app.runs.remote import LOST, RemoteRuns
 from app.runs.signing import SIGNATURE_HEADER, Signer
-from app.settings import Settings
 from sandbox import Limits
 from tests.support.cli import REPO
 from tests.support.workers import (
@@ -59,18 +58,28 @@ async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> No
         assert re.search(rf"{w.id}: cpu \(.+\), torch 2\.13\.0 · 0/1 slots busy · {done[w.id]} runs, 0 failed", listed.stdout)
 
 
-async def test_a_full_queue_refuses_new_runs_for_every_web_process(web: RemoteRuns, start: Start) -> None:
+async def test_a_web_process_s_room_is_its_own_count_of_runs_in_flight(
+    web: RemoteRuns, start: Start
+) -> None:
+    """Each web process counts its own runs in flight (AMPQUIZ_RUN_QUEUE + 64 at most), never what
+    the stream holds, which anyone allowed to publish there could fill: one process at its bound
+    is refused (429 with Retry-After, from the web), and another goes on."""
     (worker,) = await start(1, slots=1)
     blocker = asyncio.ensure_future(web.run("import time\ntime.sleep(3)", QUICK))
     await until(lambda: status_of(web, worker.id)["busy"] == 1)
     other_process = await RemoteRuns.connect(NATS_URL, remote_settings(), discover_s=0.3)
     try:
-        limit = web.settings.run_queue + 64  # the stream's bound (every web process's together)
-        waiting = [asyncio.ensure_future((web if i % 2 else other_process).run("print(1)", QUICK)) for i in range(limit - 1)]
+        limit = web.settings.run_queue + 64
+        assert web.max_in_flight == limit
+        waiting = [asyncio.ensure_future(web.run("print(1)", QUICK)) for _ in range(limit - 1)]
         await asyncio.sleep(1)
         with pytest.raises(RunsFull):
-            await other_process.run("print('one too many')", QUICK)
-        assert {r.stdout for r in await asyncio.gather(*waiting)} == {"1\n"}  # the queued ones all ran
+            await web.run("print('one too many')", QUICK)
+        other = await asyncio.wait_for(other_process.run("print('other')", QUICK), 60)
+        assert (other.status, other.stdout) == ("ok", "other\n")
+        assert {r.stdout for r in await asyncio.gather(*waiting)} == {
+            "1\n"
+        }  # the queued ones all ran
         await blocker
     finally:
         await other_process.close()
@@ -83,7 +92,7 @@ async def test_a_busy_worker_takes_nothing_new(web: RemoteRuns, start: Start) ->
     second = asyncio.ensure_future(web.run("import time\nprint(time.time())", QUICK))
     await asyncio.sleep(0.3)
     nc = await nats.connect(NATS_SERVER)
-    consumer = await nc.jetstream().consumer_info(LAYOUT.stream, layout.consumer_name("cpu"))
+    consumer = await nc.jetstream().consumer_info(LAYOUT.stream("cpu"), layout.consumer_name("cpu"))
     await nc.close()
     # The second run waits in the queue, not inside the busy worker.
     assert (consumer.num_ack_pending, consumer.num_pending) == (1, 1)
@@ -120,7 +129,8 @@ async def test_a_run_whose_every_worker_dies_is_reported_lost_once(web: RemoteRu
     killed_at = time.monotonic()
     result = await asyncio.wait_for(doomed, 30)
     assert (result.status, result.message) == ("killed", LOST)
-    # Told when JetStream gave up on it (after ACK_WAIT_S), not by the web's slower fallbacks.
+    # Told when its holder's lease lapsed on its last delivery (ACK_WAIT_S after the holder's
+    # last word), not by the web's slower fallbacks.
     assert time.monotonic() - killed_at < layout.NO_WORKER_GRACE_S
     await asyncio.sleep(1.5)
     assert web.lost == 1  # said once
@@ -216,7 +226,7 @@ async def test_another_deployment_on_the_same_nats_server_neither_hears_this_one
     runs go on as before."""
     (worker,) = await start(1, slots=1)
     other_url = f"{NATS_SERVER}/other-{uuid.uuid4().hex[:8]}"
-    other = await RemoteRuns.connect(other_url, Settings(workers_url=other_url, workers_key=WORKERS_KEY), discover_s=0.5)
+    other = await RemoteRuns.connect(other_url, remote_settings(other_url), discover_s=0.5)
     nc = await nats.connect(NATS_SERVER)
     try:
         assert web.online() and other.online() == []
@@ -232,10 +242,11 @@ async def test_another_deployment_on_the_same_nats_server_neither_hears_this_one
         ours = await asyncio.wait_for(web.run("print('ours')", QUICK), 20)
         assert (ours.status, ours.stdout) == ("ok", "ours\n")
         await asyncio.sleep(1.5)  # a worker slot asks for a run every second
-        assert (await nc.jetstream().stream_info(theirs.stream)).state.messages == 1  # still waiting there
+        assert (await nc.jetstream().stream_info(theirs.stream("cpu"))).state.messages == 1  # still waiting there
         await until(lambda: status_of(web, worker.id)["done"] == 1)  # ours, and nothing else
     finally:
         await other.close()
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await nc.jetstream().delete_stream(Layout.of(other_url).stream)
+        for device in ("cpu", "cuda"):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await nc.jetstream().delete_stream(Layout.of(other_url).stream(device))
         await nc.close()

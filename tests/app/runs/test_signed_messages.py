@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import nats
 import pytest
@@ -28,6 +30,8 @@ from tests.support.workers import (
     QUICK,
     WORKERS_KEY,
     Start,
+    remote_settings,
+    reset_stream,
     status_of,
     until,
 )
@@ -97,7 +101,7 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
         assert genuine.stdout == "genuine\n"
         await until(lambda: status_of(web, worker.id)["done"] == 1)
         await asyncio.sleep(1.5)  # another announcement: still only the genuine run
-        consumer = await js.consumer_info(LAYOUT.stream, layout.consumer_name("cpu"))
+        consumer = await js.consumer_info(LAYOUT.stream("cpu"), layout.consumer_name("cpu"))
     finally:
         await nc.close()
     assert status_of(web, worker.id)["done"] == 1
@@ -121,7 +125,7 @@ async def test_a_captured_run_request_published_again_is_not_run_twice(web: Remo
         copy = seen[0]
         replayed = await nc.jetstream().publish(copy.subject, copy.data, headers=dict(copy.headers))
         await asyncio.sleep(1.5)  # a worker would have taken it by now, and announced it
-        info = await nc.jetstream().stream_info(LAYOUT.stream)
+        info = await nc.jetstream().stream_info(LAYOUT.stream("cpu"))
     finally:
         await nc.close()
     assert replayed.duplicate is True
@@ -169,3 +173,126 @@ def test_remote_mode_refuses_to_start_without_a_long_enough_key(command: list[st
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert "AMPQUIZ_WORKERS_KEY" in done.stderr and "32 characters" in done.stderr
+
+
+async def raw_publish(subject: str, headers: list[tuple[str, str]], body: bytes) -> None:
+    """A message published byte by byte, as no client library would: `headers` may repeat a name
+    (a dict cannot), which the server and a client read differently."""
+    url = urlsplit(NATS_SERVER)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    await reader.readline()  # the server's INFO
+    block = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
+    writer.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n')
+    writer.write(
+        f"HPUB {subject} {len(block)} {len(block) + len(body)}\r\n".encode()
+        + block
+        + body
+        + b"\r\nPING\r\n"
+    )
+    await writer.drain()
+    assert (await reader.readline()).startswith(b"PONG"), "the server refused the message"
+    writer.close()
+
+
+async def test_a_flood_of_unsigned_runs_takes_no_capacity(web: RemoteRuns, start: Start) -> None:
+    """The queue's room is the web's own count of its runs in flight: whoever can publish on the
+    runs' subjects fills nothing the web's runs need (80 unsigned messages on the CUDA subject of
+    a CPU-only deployment made every run a 429 for an hour)."""
+    await start(1)
+    nc = await outsider()
+    try:
+        for n in range(web.settings.run_queue + 64 + 20):
+            for device in ("cuda", "cpu"):
+                await nc.publish(
+                    LAYOUT.run_subject(device),
+                    b"{}",
+                    headers={"Nats-Msg-Id": f"flood-{device}-{n}"},
+                )
+        await nc.flush()
+        result = await asyncio.wait_for(web.run("print('through')", QUICK), 20)
+    finally:
+        await nc.close()
+    assert (result.status, result.stdout) == ("ok", "through\n")
+
+
+async def test_a_forged_advisory_does_not_kill_a_run_in_flight(
+    web: RemoteRuns, start: Start
+) -> None:
+    """JetStream's advisories are no one's word: anyone can publish "its deliveries ran out" for
+    every sequence number. A run is lost only on its worker's signed word, or its lease lapsing."""
+    (worker,) = await start(1)
+    nc = await outsider()
+    try:
+        running = asyncio.ensure_future(
+            web.run("import time\ntime.sleep(2)\nprint('finished')", QUICK)
+        )
+        await until(lambda: status_of(web, worker.id)["busy"] == 1)
+        for stream in (f"AMPQUIZ_RUNS_{LAYOUT.name}", f"AMPQUIZ_RUNS_{LAYOUT.name}_cpu"):
+            subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.runs-cpu"
+            for seq in range(1, 100):
+                advisory = {"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": stream,
+                            "consumer": "runs-cpu", "stream_seq": seq, "deliveries": 2}  # fmt: skip
+                await nc.publish(subject, json.dumps(advisory).encode())
+        await nc.flush()
+        result = await asyncio.wait_for(running, 20)
+    finally:
+        await nc.close()
+    assert (result.status, result.stdout) == ("ok", "finished\n")
+    assert web.lost == 0
+
+
+async def test_a_signed_request_with_a_second_msg_id_header_runs_once(
+    web: RemoteRuns, start: Start
+) -> None:
+    """The server dedupes on the first `Nats-Msg-Id`, a client library keeps the last: a captured
+    request republished with a fresh id first and its own last ran again and again. A worker
+    believes only canonical headers: the names it expects, each once."""
+    (worker,) = await start(1)
+    nc = await outsider()
+    seen = await overhear(nc, LAYOUT.run_subject("*"))
+    try:
+        assert (await web.run("print('once')", QUICK)).stdout == "once\n"
+        await until(lambda: bool(seen) and status_of(web, worker.id)["done"] == 1)
+        copy = seen[0]
+        for n in range(3):
+            headers = [("Nats-Msg-Id", f"fresh-{n}-{uuid.uuid4().hex}"), *copy.headers.items()]
+            await raw_publish(copy.subject, headers, copy.data)
+        for key in ("Ampquiz-Deadline", "Ampquiz-Reply"):  # any other name repeated: refused too
+            await raw_publish(
+                copy.subject, [*copy.headers.items(), (key, copy.headers[key])], copy.data
+            )
+        after = await asyncio.wait_for(web.run("print('next')", QUICK), 20)
+        await asyncio.sleep(1.5)  # announced since
+    finally:
+        await nc.close()
+    assert after.stdout == "next\n"
+    assert status_of(web, worker.id)["done"] == 2  # 'once' and 'next', nothing replayed
+
+
+async def test_a_signed_request_replayed_after_the_queue_forgot_it_runs_once(
+    web: RemoteRuns, start: Start
+) -> None:
+    """The server's duplicate window is its memory: a restart (the runs wait in memory) or a
+    stream made anew forgets it. The worker keeps the ids it ran until their signed deadline."""
+    (worker,) = await start(1)
+    nc = await outsider()
+    seen = await overhear(nc, LAYOUT.run_subject("*"))
+    try:
+        assert (await web.run("print('once')", QUICK)).stdout == "once\n"
+        await until(lambda: bool(seen) and status_of(web, worker.id)["done"] == 1)
+        copy = seen[0]
+        await reset_stream()  # as a restarted NATS server: the queue, and what it remembered, gone
+        again = await RemoteRuns.connect(
+            NATS_URL, remote_settings(), discover_s=0.3
+        )  # makes it anew
+        try:
+            ack = await nc.jetstream().publish(copy.subject, copy.data, headers=dict(copy.headers))
+            assert ack.duplicate is not True  # the server took it as new
+            after = await asyncio.wait_for(again.run("print('next')", QUICK), 30)
+            await asyncio.sleep(1.5)
+        finally:
+            await again.close()
+    finally:
+        await nc.close()
+    assert after.stdout == "next\n"
+    assert status_of(web, worker.id)["done"] == 2, worker.log.read_text()[-2000:]

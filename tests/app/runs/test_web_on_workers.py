@@ -43,6 +43,8 @@ def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tu
             assert time.monotonic() < deadline, health
             time.sleep(0.3)
         assert health["sandbox"]["kind"] == "remote" and health["sandbox"]["devices"] == ["cpu"]
+        # The shared NATS server of the tests has no users: allowed (AMPQUIZ_BROKER_INSECURE), and said.
+        assert health["sandbox"]["broker"] == {"authenticated": False, "insecure": True}
         assert health["database"] is True
         # Two web processes, and they started no sandbox: no zygote among them, every run on the
         # worker. (Waited for: the first healthy answer can come while uvicorn replaces a process
