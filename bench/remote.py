@@ -3,7 +3,7 @@ processes on this host, measured side by side in one run of this script.
 
 Prints p50/p99 of one run at a time (alternating rounds, local then remote, so both see the same
 machine), and runs/s with one and with two workers kept busy. Target: remote p50 within 2 ms of
-local. Needs the NATS server (AMPQUIZ_WORKERS_URL, default nats://127.0.0.1:4222).
+local. Needs the NATS server the tests use (AMPQUIZ_TEST_NATS_URL, default nats://127.0.0.1:4222).
 
 Usage: `python bench/remote.py [--runs N] [--rounds R]`.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from app.runs.remote import RemoteRuns
 from app.settings import Settings
 from bench._stats import line, p50, percentile
 from sandbox import Limits, Sandbox
-from tests.support.workers import WORKERS_KEY, WorkerProcess, reset_stream
+from tests.support.workers import NATS_URL, WORKERS_KEY, WorkerProcess, reset_stream
 
 TRIVIAL = "print(1)"
 LIMITS = Limits(wall_s=10, cpu_s=10)
@@ -74,7 +73,9 @@ async def main() -> None:
         "--seconds", type=float, default=5.0, help="length of each throughput measurement"
     )
     args = ap.parse_args()
-    url = os.environ.get("AMPQUIZ_WORKERS_URL", "nats://127.0.0.1:4222")
+    # The workers' deployment (`WorkerProcess` starts them on the tests' one): a web on another
+    # name never hears them.
+    url = NATS_URL
     await reset_stream()
     work = Path(tempfile.mkdtemp(prefix="ampquiz-bench-remote-"))
     workers = [WorkerProcess(work, slots=2, name="1")]
