@@ -32,20 +32,31 @@ questions:
 """
 
 
-@pytest.fixture
-def studio(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
-    bank = tmp_path / "bank"
+def _studio(folder: Path) -> Iterator[tuple[Server, Path]]:
+    bank = folder / "bank"
     shutil.copytree(BANK, bank)
     demo = bank / "amp-demo.yaml"
     demo.write_text("# The demo set: this comment must survive a save from the studio.\n" + demo.read_text())
     (bank / "planted.yaml").write_text(WRONG_KEY)
     (bank / "broken.yaml").write_text(BROKEN)
-    server = Server(tmp_path, bank=bank)
+    server = Server(folder, bank=bank)
     server.start()
     try:
         yield server, bank
     finally:
         server.stop()
+
+
+@pytest.fixture
+def studio(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
+    yield from _studio(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """One server for the tests that need no fresh one: a learner refused everywhere reads and
+    writes nothing the mistakes test reads (a server start is seconds)."""
+    yield from _studio(tmp_path_factory.mktemp("studio"))
 
 
 def test_an_instructor_authors_a_question_a_learner_then_answers(
@@ -158,8 +169,8 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     learner.close()
 
 
-def test_a_learner_cannot_use_the_studio_api(studio: tuple[Server, Path]) -> None:
-    server, _ = studio
+def test_a_learner_cannot_use_the_studio_api(shared_studio: tuple[Server, Path]) -> None:
+    server, _ = shared_studio
     with httpx.Client(base_url=server.url, timeout=30) as c:
         c.get("/")  # a learner's cookie
         for path, body in [("/studio/api/check", {"name": "x.yaml", "text": ""}),
@@ -176,12 +187,12 @@ def test_a_learner_cannot_use_the_studio_api(studio: tuple[Server, Path]) -> Non
 
 
 def test_a_classic_mistake_becomes_a_choice_with_one_click(
-    browser: Browser, studio: tuple[Server, Path], shots: Path
+    browser: Browser, shared_studio: tuple[Server, Path], shots: Path
 ) -> None:
     """"Mistakes as choices" runs each classic mistake on the question's code as edited, lists one
     wrong choice per distinct outcome, and "Add as choice" puts one under `choices:`, saved with
     the file's comment kept and linting clean."""
-    server, bank = studio
+    server, bank = shared_studio
     context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(60_000)
     page = context.new_page()
