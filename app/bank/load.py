@@ -2,10 +2,20 @@
 
 Pure Python (no web framework): the CLI, the verifier and the web app all read the bank through
 `load_bank`. A file with any problem is left out whole, so a bad edit never half-loads a set.
+
+One file can never take the bank down: whatever fails in reading one (its name, what it is, its
+size, its bytes, its YAML, its data) is a problem at its `file:line` that leaves it out, and
+nothing raises out of `load_bank`. The bank's files are the plain files of its folder named
+`FILE_NAME` (`read_set_file` says what else is there: a folder, a link, a pipe).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
+import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +28,112 @@ from app.bank.problem import Problem
 from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion, QuestionSet
 from app.bank.yaml_tree import parse_yaml
 
+log = logging.getLogger("ampquiz.bank")
+
 AnyQuestion = MultipleChoiceQuestion | PredictOutputQuestion
 KINDS = ("multiple_choice", "predict_output")
+FILE_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\.yaml")
+"""A set file's name, matched whole (`fullmatch`: `$` takes a trailing newline): lowercase words
+joined by '-', ending in .yaml. Its stem is the set's id, so no two files share one (`x.yml`
+beside `x.yaml` was served as a second set `x`)."""
+MAX_FILE_BYTES = 512 * 1024
+"""The largest set file the bank reads (the real bank's largest is under 40 KiB)."""
+_BOM = b"\xef\xbb\xbf"
+
+
+class Unreadable(Exception):
+    """Why a set file cannot be read as text, at the line (1-based) and column it concerns."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(message)
+        self.message, self.line, self.col = message, line, col
+
+
+def shown_path(path: Path) -> str:
+    """A path as problems show it: a name that is no UTF-8 (Python holds its bytes as lone
+    surrogates, which no page, log or terminal can print) with those bytes as `\\xe9`."""
+    shown = str(path)
+    try:
+        shown.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return shown
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name is not a set file's (`FILE_NAME`), or None."""
+    if FILE_NAME.fullmatch(name):
+        return None
+    stem = name.rsplit(".", 1)[0]
+    better = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")
+    hint = f": rename it {better}.yaml" if better and better + ".yaml" != name else ""
+    return f"a set's file name is lowercase words joined by '-', ending in .yaml{hint} (the bank leaves it out until then)"
+
+
+class Gone(Unreadable):
+    """The file is not there (any more)."""
+
+
+def read_set_file(path: Path) -> str:
+    """A set file's text (`read_set_bytes`, `decode_set_file`); `Unreadable` says why not."""
+    return decode_set_file(read_set_bytes(path))
+
+
+def read_set_bytes(path: Path) -> bytes:
+    """A set file's bytes; `Unreadable` says why not (`Gone`: it is not there). Only a plain file
+    (not a folder, a pipe that would block the reader for good, or a link, which could reach out
+    of the bank) of at most `MAX_FILE_BYTES`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise Gone("the file is no longer there (removed while the bank was read)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unreadable(
+                "is a symbolic link: the bank reads only the plain files in its folder"
+            ) from None
+        raise Unreadable(f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Unreadable(
+                "is a folder, not a file: rename it, or move it out of the bank's folder"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(
+                "is not a plain file (a pipe, a socket or a device): the bank reads only plain files"
+            )
+        if st.st_size > MAX_FILE_BYTES:
+            raise Unreadable(f"the file is over {MAX_FILE_BYTES // 1024} KiB: split it into sets")
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise Unreadable(f"cannot read the file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > MAX_FILE_BYTES:  # it grew while being read
+        raise Unreadable(f"the file is over {MAX_FILE_BYTES // 1024} KiB: split it into sets")
+    return b"".join(chunks)
+
+
+def decode_set_file(data: bytes) -> str:
+    """A set file's bytes as text (UTF-8, a byte order mark read past); `Unreadable` at the line
+    of the first byte that is not UTF-8."""
+    data = data.removeprefix(_BOM)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line_start = before.rfind(b"\n") + 1
+        col = len(before[line_start:].decode("utf-8", "replace")) + 1
+        raise Unreadable(f"is not UTF-8 text: the byte 0x{data[exc.start]:02x} here is not UTF-8 (save the file "
+                         "as UTF-8)", before.count(b"\n") + 1, col) from None  # fmt: skip
 
 
 @dataclass
@@ -114,19 +228,47 @@ def _describe(error: Mapping[str, Any], data: Any) -> str:
 
 def load_file(path: Path, display: str | None = None) -> tuple[LoadedSet | None, list[Problem]]:
     """Validate one question-set file; returns the set only when it has no problem at all."""
-    shown = display or str(path)
+    shown = display or shown_path(path)
+    named = name_problem(path.name)
+    if named:
+        return None, [Problem(shown, 1, 1, named)]
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(shown, 1, 1, f"cannot read file: {exc}")]
+        text = read_set_file(path)
+    except Unreadable as exc:
+        return None, [Problem(shown, exc.line, exc.col, exc.message)]
     return load_text(text, path.stem, shown)
 
 
 def load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, list[Problem]]:
-    """Validate a question set's YAML text (a file's, or one being edited in the studio)."""
+    """Validate a question set's YAML text (a file's, or one being edited in the studio). Never
+    raises: whatever fails is a problem at `shown`."""
+    try:
+        return _load_text(text, set_id, shown)
+    except Exception as exc:  # a fault of ours; one text must never take the bank or a request down
+        log.exception("question bank: reading %s failed", shown)
+        return None, [_fault(shown, exc)]
+
+
+def _fault(shown: str, exc: BaseException) -> Problem:
+    return Problem(shown, 1, 1, f"could not be read ({type(exc).__name__}: {exc}); this is ampquiz's fault, "
+                   "and the file is left out until it reads")  # fmt: skip
+
+
+def _load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, list[Problem]]:
+    if (
+        len(text) > MAX_FILE_BYTES // 4
+        and len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES
+    ):
+        return None, [
+            Problem(
+                shown, 1, 1, f"the file is over {MAX_FILE_BYTES // 1024} KiB: split it into sets"
+            )
+        ]
     parsed, problems = parse_yaml(text, shown)
     if parsed is None:
         return None, problems
+    if parsed.odd_keys:
+        return None, parsed.odd_keys
     if not isinstance(parsed.data, dict):
         return None, [
             Problem(shown, 1, 1, "expected a mapping with title, description and questions")
@@ -148,9 +290,20 @@ def load_text(text: str, set_id: str, shown: str) -> tuple[LoadedSet | None, lis
 
 
 def question_files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    return sorted(p for p in root.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    """The files of the bank at `root` (a folder, or one file): in a folder, every entry whose
+    name ends in .yaml or .yml, but hidden ones (an editor's `.#x.yaml`, the studio's temporary
+    files). One that is no set file (its name, or what it is) is a problem of `load_bank`'s."""
+    if root.is_file():  # the file named, through a link if it is one
+        return [root.resolve() if root.is_symlink() else root]
+    try:
+        names = [entry.name for entry in os.scandir(root)]
+    except OSError:
+        return []
+    return sorted(
+        root / name
+        for name in names
+        if not name.startswith(".") and name.lower().endswith((".yaml", ".yml"))
+    )
 
 
 FileCache = dict[Path, tuple[tuple[int, int], "LoadedSet | None", list[Problem]]]
@@ -175,11 +328,16 @@ def load_bank(
     served_before = set((incumbents or {}).values())
     candidates: list[tuple[tuple, LoadedSet]] = []
     for path in question_files(root):
-        loaded, problems = _load_cached(path, cache)
+        try:
+            loaded, problems = _load_cached(path, cache)
+            inner = duplicate_ids(loaded) if loaded is not None else []
+        except Exception as exc:  # the last line of defence: one file never takes the bank down
+            log.exception("question bank: reading %s failed", path)
+            bank.problems.append(_fault(shown_path(path), exc))
+            continue
         bank.problems += problems
         if loaded is None:
             continue
-        inner = duplicate_ids(loaded)
         bank.problems += inner
         if not inner:
             candidates.append(
@@ -236,7 +394,16 @@ def _set_warnings(loaded: LoadedSet) -> list[Problem]:
     """`lint.warnings` of one set, kept on it: a reload lints only the files it read again."""
     cached = loaded.__dict__.get("_warnings")
     if cached is None:
-        cached = loaded.__dict__["_warnings"] = lint.warnings(loaded.questions)
+        try:
+            cached = lint.warnings(loaded.questions)
+        except Exception as exc:  # a fault of ours: said, and the set still served
+            log.exception("question bank: linting %s failed", loaded.path)
+            cached = [
+                Problem(
+                    loaded.path, 1, 1, f"warning: could not be linted ({type(exc).__name__}: {exc})"
+                )
+            ]
+        loaded.__dict__["_warnings"] = cached
     return cached
 
 
@@ -244,7 +411,7 @@ def _load_cached(path: Path, cache: FileCache | None) -> tuple[LoadedSet | None,
     if cache is None:
         return load_file(path)
     try:
-        st = path.stat()
+        st = path.lstat()  # a link's own: it is left out, whatever it points at
         key = (st.st_mtime_ns, st.st_size)
     except OSError:
         return load_file(path)
@@ -258,6 +425,6 @@ def _load_cached(path: Path, cache: FileCache | None) -> tuple[LoadedSet | None,
 
 def _mtime_ns(path: Path) -> int:
     try:
-        return path.stat().st_mtime_ns
+        return path.lstat().st_mtime_ns
     except OSError:
         return 0

@@ -2,8 +2,11 @@
 
 The loader (`app.bank.load`) validates the data against the schema and maps each problem back to
 `file:line:col` through `ParsedYaml.locate`. What can be wrong with the YAML itself is found
-here: syntax, an empty file, a duplicate or non-scalar key, and a list or mapping shared through
-an alias (walking one over and over took seconds for a few hundred bytes).
+here: syntax, an empty file, a duplicate or non-scalar key, a list or mapping shared through
+an alias (walking one over and over took seconds for a few hundred bytes), nesting deeper than a
+question file goes (`MAX_DEPTH`: 600 brackets raised RecursionError out of the loader), aliases
+that multiply a file's text (`MAX_TEXT`), and a value its type cannot be built from (a number of
+5,000 digits, the 45th of a month).
 """
 
 from __future__ import annotations
@@ -16,13 +19,25 @@ import yaml
 
 from app.bank.problem import Problem
 
+MAX_DEPTH = 16
+"""Lists and mappings inside each other, at most. A question file needs 8 (the set, its
+questions, a question, its choices, a choice, its device_outcome, an outcome, its
+stdout_contains); the walk recurses once per level, so this also bounds the recursion."""
+MAX_TEXT = 512 * 1024
+"""Characters of text (keys and values) a file's data may hold, at most: the largest file the
+bank reads holds no more, unless aliases (`*name`) repeat a text, which multiplied a 100 KB file
+into 100 MB for every reader and export of it."""
+
 
 class ParsedYaml:
     """A file's YAML node tree and the data built from it, so errors can be mapped back to lines."""
 
-    def __init__(self, node: yaml.Node, data: Any) -> None:
+    def __init__(self, node: yaml.Node, data: Any, odd_keys: list[Problem] | None = None) -> None:
         self.node = node
         self.data = data
+        self.odd_keys = odd_keys or []
+        """Keys that are scalars but not text (`1:`, `null:`, `on:`): the data has them, as PyYAML
+        builds it; a question file cannot (`app.bank.load` says so at their lines)."""
 
     def locate(
         self, loc: Iterable[Any], *, key: bool = False, skip: Collection[Any] = ()
@@ -102,6 +117,14 @@ class _Shared(Exception):
         self.node = node
 
 
+class _Refused(Exception):
+    """What stops the walk at a node: the problem is said there, and the file is no question file."""
+
+    def __init__(self, node: yaml.Node, message: str) -> None:
+        self.node = node
+        self.message = message
+
+
 class _Walk:
     """One pass over a document's nodes that builds its data as `loader.construct_document` would,
     and finds what keeps it from being a question file's tree: a key that is not a plain word, a
@@ -120,15 +143,24 @@ class _Walk:
         self.path = path
         self.seen: set[int] = set()
         self.problems: list[Problem] = []
+        self.odd_keys: list[Problem] = []
         self.unusual = False
+        self.text = 0
+        """Characters of scalar text met so far, an alias's each time it is met (`MAX_TEXT`)."""
 
-    def _problem(self, node: yaml.Node, message: str) -> None:
+    def _problem(self, node: yaml.Node, message: str, into: list[Problem] | None = None) -> None:
         m = node.start_mark
-        self.problems.append(Problem(self.path, m.line + 1, m.column + 1, message))
+        (self.problems if into is None else into).append(
+            Problem(self.path, m.line + 1, m.column + 1, message)
+        )
 
-    def node(self, node: yaml.Node) -> Any:
+    def node(self, node: yaml.Node, depth: int = 1) -> Any:
         kind = type(node)
         if kind is _Scalar:
+            self.text += len(node.value)
+            if self.text > MAX_TEXT:
+                raise _Refused(node, f"aliases (*name) repeat this text until the file holds over {MAX_TEXT // 1024}K "
+                                     "characters of text: write each text once")  # fmt: skip
             if node.tag == _STR:
                 return node.value
             try:
@@ -136,6 +168,12 @@ class _Walk:
             except yaml.YAMLError:
                 self.unusual = True
                 return None
+            except Exception as exc:  # noqa: BLE001 - `int` of 5,000 digits, month 13, `!!timestamp z`
+                raise _Refused(node, f"{node.value[:40]!r} does not read as the value it looks like ({exc}): "
+                                     "put it in quotes if it is text") from None  # fmt: skip
+        if depth > MAX_DEPTH:
+            raise _Refused(node, f"lists and mappings nested more than {MAX_DEPTH} deep here: a question file "
+                                 "nests 8 at most")  # fmt: skip
         if id(node) in self.seen:
             raise _Shared(node)
         self.seen.add(id(node))
@@ -146,15 +184,25 @@ class _Walk:
             for key_node, value_node in node.value:
                 if type(key_node) is not _Scalar:
                     self._problem(key_node, "a key must be a plain word, not a list or mapping")
-                    self.node(key_node)  # walked all the same: an alias may share a list through it
-                    self.node(value_node)
+                    # walked all the same: an alias may share a list through it
+                    self.node(key_node, depth + 1)
+                    self.node(value_node, depth + 1)
                     continue
                 if key_node.value in keys:
                     self._problem(key_node, f"duplicate key {key_node.value!r}")
                 keys.add(key_node.value)
-                self.unusual |= key_node.tag in _OWN_KEY_TAGS
-                key = self.node(key_node)
-                value = self.node(value_node)
+                own = key_node.tag in _OWN_KEY_TAGS
+                self.unusual |= own
+                key = self.node(key_node, depth)
+                if not own and not isinstance(key, str):
+                    self._problem(key_node, f"the key {key_node.value!r} reads as {type(key).__name__}, not as a word: "
+                                            "put it in quotes, or fix its name", self.odd_keys)  # fmt: skip
+                try:
+                    value = self.node(value_node, depth + 1)
+                except _Refused as refused:
+                    if refused.node is value_node and isinstance(key, str):  # said with its key
+                        refused.message = f"{key}: {refused.message}"
+                    raise
                 try:
                     out[key] = value
                 except TypeError:  # a key its constructor made unhashable: PyYAML says so
@@ -162,7 +210,7 @@ class _Walk:
             return out
         if kind is _Sequence:
             self.unusual |= node.tag != _SEQ
-            return [self.node(item) for item in node.value]
+            return [self.node(item, depth + 1) for item in node.value]
         self.unusual = True
         return None
 
@@ -235,6 +283,9 @@ def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
             m = shared.node.start_mark
             return None, [Problem(path, m.line + 1, m.column + 1,
                                   "this list or mapping is used again through an alias (*name): write it out where it is needed")]  # fmt: skip
+        except _Refused as refused:
+            m = refused.node.start_mark
+            return None, [Problem(path, m.line + 1, m.column + 1, refused.message)]
         if walk.problems:
             return None, walk.problems
         if walk.unusual:  # PyYAML's constructor builds it all, and raises its own errors
@@ -243,14 +294,34 @@ def parse_yaml(text: str, path: str) -> tuple[ParsedYaml | None, list[Problem]]:
                 {},
                 [],
             )
-            data = loader.construct_document(node)
-        return ParsedYaml(node, data), []
+            try:
+                data = loader.construct_document(node)
+            except yaml.YAMLError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a value PyYAML's constructor fails on
+                return None, [Problem(path, 1, 1, f"a value does not read as its type: {exc}")]
+        return ParsedYaml(node, data, walk.odd_keys), []
     except yaml.MarkedYAMLError as exc:
         return None, [_syntax_problem(exc, text, path)]
+    except yaml.reader.ReaderError as exc:  # a character YAML does not take (a NUL): at its line
+        line, col = _line_col(text, exc.position)
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")
+        return None, [Problem(path, line, col, f"YAML error: the character U+{code:04X} (a control character, "
+                                               "or one YAML does not take) is not text: remove it")]  # fmt: skip
     except yaml.YAMLError as exc:
         return None, [Problem(path, 1, 1, f"YAML error: {exc}")]
+    except Exception as exc:  # noqa: BLE001 - whatever else the reader raises: a problem, never a crash
+        return None, [Problem(path, 1, 1, f"the YAML does not read ({type(exc).__name__}: {exc})")]
     finally:
         loader.dispose()
+
+
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of the character at `position`, a byte offset in `text` as UTF-8
+    (libyaml's reader counts bytes)."""
+    before = text.encode("utf-8", "surrogatepass")[:position]
+    start = before.rfind(b"\n") + 1
+    return before.count(b"\n") + 1, len(before[start:].decode("utf-8", "replace")) + 1
 
 
 def yaml_problems(text: str, shown: str) -> list[Problem]:

@@ -4,6 +4,7 @@ warnings (`file:line:col: warning: …`) that do not fail it."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from app.cli.common import DEFAULT_BANK
@@ -12,7 +13,9 @@ from app.cli.common import DEFAULT_BANK
 def _cmd_lint(args: argparse.Namespace) -> int:
     from app.bank.load import load_bank
 
-    bank = load_bank(args.path)
+    bank = load_bank(args.path)  # never raises: whatever one file holds is a problem at its line
+    if hasattr(sys.stdout, "reconfigure"):  # a problem is said whatever the terminal can print
+        sys.stdout.reconfigure(errors="backslashreplace")
     for problem in sorted([*bank.problems, *bank.warnings]):
         print(problem)
     n_e, n_w = len(bank.problems), len(bank.warnings)

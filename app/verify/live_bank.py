@@ -2,7 +2,8 @@
 file under the bank folder changes (checked every few seconds).
 
 Authors edit YAML while the server runs; a file with problems is left out (and logged) while the
-valid ones keep serving. Once `start()`ed, a thread of its own watches the files, re-reads only
+valid ones keep serving. No file stops a reload (`load_bank` never raises), and should anything
+else fail in one, the bank read before stays served and the next change is read again. Once `start()`ed, a thread of its own watches the files, re-reads only
 those that changed, and swaps the new bank in with one assignment: a request never waits for a
 reload (at 5,000 questions a full reload took seconds on the event loop). No web framework here.
 
@@ -87,7 +88,10 @@ class LiveBank:
         return files + self._record_files()
 
     def _current_signature(self) -> tuple:
-        return files_signature(self._files())
+        try:
+            return files_signature(self._files())
+        except OSError:  # the folder itself gone or unreadable a moment: nothing to compare
+            return ()
 
     def reload(self) -> None:
         # No cyclic garbage collection while a bank is built: a full collection would walk every
@@ -108,29 +112,47 @@ class LiveBank:
     def _reload(self) -> None:
         with self._lock:
             signature = self._current_signature()
-            # Whatever served an id until now keeps it: a new file reusing the id is the one left out.
-            served = {q.id: q.path for q in self.bank.questions}
-            bank = load_bank(self.root, incumbents=served, cache=self._cache)
-            for problem in sorted(bank.problems):
-                log.warning("question bank: left out: %s", problem)
-            log.info("question bank: %d questions in %d sets", len(bank.questions), len(bank.sets))
-            # The records change far less often than the questions: read again only when their files
-            # did. Reading them is one long JSON parse holding the GIL, and a new records object
-            # makes every question's proof be worked out again (kept per records object).
-            records_signature = files_signature(self._record_files())
-            if records_signature != self._records_signature:
-                records = load_records(self.root)
-            else:
-                records = self.records
-            index_of(bank)  # what pages look up in it, made here rather than by the first request
-            for hook in self.prepare:
-                try:
-                    hook(bank, records)
-                except Exception:  # warming a cache must not keep a new bank from being served
-                    log.exception("question bank: preparing the new bank failed")
+            try:
+                bank, records, records_signature = self._read(signature)
+            except (
+                Exception
+            ):  # a fault of ours (each file's own are problems): the bank served stays
+                log.exception("question bank: reload failed; still serving the bank read before")
+                self._signature, self._checked = (
+                    signature,
+                    time.monotonic(),
+                )  # again at the next change
+                return
             self.bank, self.records, self._signature = bank, records, signature
             self._records_signature = records_signature
             self._checked = time.monotonic()
+
+    def _read(self, signature: tuple) -> tuple[Bank, list[Record], tuple]:
+        """The bank and records as the files are now, ready to serve. `load_bank` never raises:
+        whatever one file holds is a problem that leaves it out (`app.bank.load`)."""
+        # Whatever served an id until now keeps it: a new file reusing the id is the one left out.
+        served = {q.id: q.path for q in self.bank.questions}
+        bank = load_bank(self.root, incumbents=served, cache=self._cache)
+        for problem in sorted(bank.problems):
+            log.warning("question bank: left out: %s", problem)
+        log.info("question bank: %d questions in %d sets", len(bank.questions), len(bank.sets))
+        # The records change far less often than the questions: read again only when their files
+        # did. Reading them is one long JSON parse holding the GIL, and a new records object
+        # makes every question's proof be worked out again (kept per records object).
+        records_signature = files_signature(self._record_files())
+        records = self.records
+        if records_signature != self._records_signature:
+            try:
+                records = load_records(self.root)
+            except Exception:  # a record file that is no record: the records read before stay
+                log.exception("question bank: reading the verification records failed")
+        index_of(bank)  # what pages look up in it, made here rather than by the first request
+        for hook in self.prepare:
+            try:
+                hook(bank, records)
+            except Exception:  # warming a cache must not keep a new bank from being served
+                log.exception("question bank: preparing the new bank failed")
+        return bank, records, records_signature
 
     def start(self) -> None:
         """Watch the files in a thread of its own from now on (the server does; the CLI need not)."""
