@@ -3,6 +3,11 @@
 // save; list the classic AMP mistakes' runs as wrong choices and add one with a click. The page's
 // YAML text is the author's own: only "use this output" and "add as choice" rewrite it (a YAML
 // round trip on the server that keeps comments and order).
+// Save is compare-and-swap: it sends the version of the file this page opened (and the text it
+// opened); a file saved since by another author, tab or process answers 409 with their changes
+// against what this page opened. The author merges them into the text and keeps theirs or takes
+// the saved one, then saves on the version now there. A second save once replaced the first
+// silently, and both authors were told "Saved".
 "use strict";
 
 (function () {
@@ -20,6 +25,11 @@
   let lastProblems = [];
   let timer = null;
   let wanted = box.dataset.focus || "";
+  // The version of the file this page stands on, and its text (the file as opened: with a question
+  // added by the link that opened the page, the server sends the file's own text apart).
+  let version = box.dataset.version || "";
+  const openedNode = document.getElementById("studio-opened");
+  let base = openedNode ? JSON.parse(openedNode.textContent) : area.value;
   // The text as last saved (or opened): leaving the page with other text asks first. A reload or
   // a tapped link threw an hour's edit away without a word.
   let savedText = area.value;
@@ -246,13 +256,64 @@
   document.getElementById("preview-before").addEventListener("click", function () { preview(false); });
   document.getElementById("preview-after").addEventListener("click", function () { preview(true); });
 
-  document.getElementById("save").addEventListener("click", async function () {
+  const conflict = document.getElementById("save-conflict");
+  const conflictSaid = document.getElementById("save-conflict-said");
+  const conflictDiff = document.getElementById("save-conflict-diff");
+  const backToMine = document.getElementById("back-to-mine");
+  let theirs = null;  // the 409's text and version: what a merged save stands on
+  let mine = null;  // the author's text, while they look at theirs
+
+  function showConflict(data) {
+    theirs = { text: data.current, version: data.version };
+    conflictSaid.textContent = data.error;
+    conflictDiff.textContent = data.diff || "(their save left the text as you opened it)";
+    backToMine.hidden = true;
+    conflict.hidden = false;
+    saved.className = "small";
+    saved.textContent = "";
+    conflict.scrollIntoView({ block: "nearest" });
+  }
+
+  // Keep mine: the text in the editor (merged by hand, or not) is saved over theirs.
+  document.getElementById("keep-mine").addEventListener("click", function () {
+    if (theirs === null) return;
+    version = theirs.version;
+    base = theirs.text;
+    conflict.hidden = true;
+    save();
+  });
+  // Take theirs: the editor shows the file as saved now; "Back to mine" brings the author's text back.
+  document.getElementById("take-theirs").addEventListener("click", function () {
+    if (theirs === null) return;
+    if (mine === null) mine = area.value;
+    area.value = theirs.text;
+    version = theirs.version;
+    base = savedText = theirs.text;
+    backToMine.hidden = false;
+    verdictMayBeStale();
+    check();
+  });
+  backToMine.addEventListener("click", function () {
+    if (mine === null) return;
+    area.value = mine;
+    mine = null;
+    backToMine.hidden = true;
+    verdictMayBeStale();
+    check();
+  });
+
+  document.getElementById("save").addEventListener("click", function () { save(); });
+
+  async function save() {
     saved.className = "small";
     saved.textContent = "Saving…";
     try {
       const text = area.value;
-      const data = await api("/studio/api/save", { name: name, text: text });
-      savedText = text;
+      const data = await api("/studio/api/save", { name: name, text: text, version: version, base: base });
+      savedText = base = text;
+      version = data.version;
+      mine = theirs = null;
+      conflict.hidden = true;
       const warns = data.warnings.map(function (w) { return " Warning: " + w.question_id + ": " + w.reason + "."; });
       // Saved with a key its run contradicts: the question is held back from learners and
       // interviews until fixed, which a plain line under the buttons did not make plain.
@@ -261,6 +322,10 @@
         ? "Saved " + data.saved + " as a draft: learners do not see it until the problems listed under the editor are fixed."
         : "Saved " + data.saved + "." + warns.join("") + (warns.length ? " Held back from learners until its key agrees with its run." : "");
     } catch (err) {
+      if (err.data && err.data.status === 409) {
+        showConflict(err.data);
+        return;
+      }
       const found = (err.data && err.data.problems) || [];
       saved.className = "notice error";
       saved.replaceChildren(err.message);
@@ -274,7 +339,7 @@
         saved.appendChild(list);
       }
     }
-  });
+  }
 
   check();
   if (box.dataset.line) goTo(parseInt(box.dataset.line, 10), 1);  // a bank status `file:line` link

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from app import instructors
+from tests.support.studio import version
 from tests.support.web import BANK, Web, as_instructor, studio_session
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +35,7 @@ async def test_an_id_another_file_serves_is_refused_and_nothing_is_lost(web: Web
         who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
         checked = (await c.post("/studio/api/check", content=json.dumps({"name": "other.yaml", "text": OTHER}), headers=who)).json()
         assert any("'mc-half-dtype' is taken (by basics.yaml:" in p["message"] for p in checked["problems"]), checked
-        saved = await c.post("/studio/api/save", content=json.dumps({"name": "other.yaml", "text": OTHER}), headers=who)
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "other.yaml", "text": OTHER, "version": ""}), headers=who)
         assert saved.status_code == 422 and saved.json()["ok"] is False, saved.text
         assert not (web.bank / "other.yaml").exists()
         assert (await c.get("/questions/mc-half-dtype")).status_code == 200  # the set it belongs to is still served
@@ -44,7 +45,7 @@ async def test_an_id_another_file_serves_is_refused_and_nothing_is_lost(web: Web
         assert any("duplicate id 'brand-new'" in p["message"] for p in checked["problems"]), checked
 
         own = BANK["basics.yaml"]  # the file's own ids are its own: saving it as it is works
-        saved = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": own}), headers=who)
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": own, "version": version(web.bank / "basics.yaml")}), headers=who)
         assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
 
 
@@ -87,5 +88,5 @@ async def test_the_editor_shows_what_lint_warns_about_and_still_saves(web: Web) 
         checked = (await c.post("/studio/api/check", content=json.dumps({"name": "swapped.yaml", "text": SWAPPED}), headers=who)).json()
         assert {"line": 4, "col": 5, "message": "warning: [swapped-texts] choice 1's text names float32, but its outcome prints "
                 "bfloat16: does the text say what the run does?"} in checked["problems"], checked  # fmt: skip
-        saved = await c.post("/studio/api/save", content=json.dumps({"name": "swapped.yaml", "text": SWAPPED}), headers=who)
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "swapped.yaml", "text": SWAPPED, "version": ""}), headers=who)
         assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text

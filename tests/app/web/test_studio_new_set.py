@@ -12,6 +12,7 @@ import pytest
 
 from app import instructors
 from app.bank.load import load_text
+from tests.support.studio import version
 from tests.support.web import Web, as_instructor, studio_session
 
 pytestmark = pytest.mark.anyio
@@ -38,13 +39,13 @@ async def test_a_new_set_stays_out_of_the_bank_until_written_and_its_code_runs_m
         # The answer taken from that run is saved with the rest still to write: a draft, out of the bank.
         taken = json.dumps({"name": "walk-set.yaml", "text": text, "question_id": "walk-set-first", "output": run["run"]["stdout"]})
         text = (await c.post("/studio/api/use-output", content=taken, headers=api)).json()["text"]
-        kept = await c.post("/studio/api/save", content=json.dumps({"name": "walk-set.yaml", "text": text}), headers=api)
+        kept = await c.post("/studio/api/save", content=json.dumps({"name": "walk-set.yaml", "text": text, "version": version(web.bank / "walk-set.yaml")}), headers=api)
         assert kept.status_code == 200 and kept.json()["draft"] is True, kept.text
         assert re.search(r"answer: '?torch\.bfloat16'?\n", (web.bank / "walk-set.yaml").read_text())
         assert "Walk set" not in (await c.get("/")).text  # learners never see a draft
         # A file learners are served is never saved with problems (its questions would go).
         served = (web.bank / "basics.yaml").read_text().replace("description:", "description: ''\nold_description:", 1)
-        refused = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": served}), headers=api)
+        refused = await c.post("/studio/api/save", content=json.dumps({"name": "basics.yaml", "text": served, "version": version(web.bank / "basics.yaml")}), headers=api)
         assert refused.status_code == 422 and "learners are served this file" in refused.json()["error"]
 
         # Written, it loads: the set goes into the bank as its author made it.
@@ -90,5 +91,5 @@ async def test_a_key_about_cuda_is_not_judged_by_a_cpu_run_in_the_studio(web: We
         run = (await c.post("/studio/api/run", content=json.dumps(body), headers=api)).json()
         assert run["run"]["stdout"] == "cpu\n" and run["key"] == "skip", run
         assert run["reason"].startswith("not checked on this server: its key is what the code does on CUDA"), run
-        saved = await c.post("/studio/api/save", content=json.dumps({"name": "where-it-runs.yaml", "text": CUDA_KEY}), headers=api)
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "where-it-runs.yaml", "text": CUDA_KEY, "version": ""}), headers=api)
         assert saved.status_code == 200 and saved.json()["warnings"] == [], saved.text

@@ -24,7 +24,7 @@ async def test_the_folders_refusals_are_said_as_they_are(web: Web) -> None:
         taken = await c.post("/studio/new-set", data={"name": "basics.yaml", "title": "T"}, headers=who)
         assert taken.status_code == 400 and "basics.yaml exists already: open it instead." in taken.text
         api = {**who, "content-type": "application/json"}
-        saved = await c.post("/studio/api/save", content=json.dumps({"name": "../basics.yaml", "text": "title: T\n"}), headers=api)
+        saved = await c.post("/studio/api/save", content=json.dumps({"name": "../basics.yaml", "text": "title: T\n", "version": ""}), headers=api)
         assert saved.status_code == 400 and saved.json() == {
             "ok": False, "status": 400, "error": "A set's file name is lowercase words joined by '-', ending in .yaml."}
         assert not (web.bank.parent / "basics.yaml").exists()

@@ -4,21 +4,27 @@ code with the explanation, take what it printed as the answer, preview the quest
 learner will see it before and after answering, and save the file back into the bank: a file that
 does not lint is refused, a key its run contradicts is warned about. Comments and order are kept
 (the text is the author's; edits the studio makes go through a YAML round trip). The running
-server picks the saved file up like any edit."""
+server picks the saved file up like any edit.
+
+A save is compare-and-swap (`app.bank.workspace`): the page carries the version of the file it
+opened and Save sends it back with the text it opened; a file saved since (another author, tab
+or process) answers 409 with the other save's changes against what this author opened, the text
+now and its version, and nothing is written. The author merges and saves again on that version."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Annotated, Any
 
-import yaml
 from fastapi import APIRouter, Body, Form, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.bank import edit, lint
 from app.bank.load import LoadedQuestion
 from app.bank.problem import Problem
-from app.bank.workspace import WorkspaceError
+from app.bank.workspace import Conflict, WorkspaceError
+from app.bank.yaml_tree import parse_yaml
 from app.grading import grade
 from app.verify.key_checks import not_checked_here, studio_check
 from app.web.deps import State
@@ -31,7 +37,9 @@ from app.web.state import WebState
 
 router = APIRouter(prefix="/studio", include_in_schema=False)
 """The file names, what the bank would take and saving are the bank folder's
-(`app.bank.workspace`, `WebState.workspace`); its refusals are said by `app.web.errors`."""
+(`app.bank.workspace`, `WebState.workspace`); its refusals are said by `app.web.errors`, but a
+`Conflict`, which this answers itself (409, with what changed)."""
+_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def _located(problems: list[Problem]) -> list[dict[str, Any]]:
@@ -60,17 +68,20 @@ async def editor_page(
     new: str | None = None,
     line: int | None = None,
 ) -> Response:
-    """The set's YAML in the editor; with `new`, a question of that id added at its end (and picked);
-    with `line`, the cursor on that line (the bank status's `file:line` links)."""
-    text = state.workspace.read(name)
+    """The set's YAML in the editor, with the version it was opened at (what Save sends back);
+    with `new`, a question of that id added at its end (and picked); with `line`, the cursor on
+    that line (the bank status's `file:line` links)."""
+    opened = await asyncio.to_thread(state.workspace.open, name)
+    text = opened.text
+    if new and not _ID.fullmatch(new):
+        raise AppError("A question's id is lowercase words joined by '-'.")
     if new:
         try:
             text = edit.add_question(text, new)
         except edit.NotASet:
             new = None  # the file as it is: the check under the editor says what to fix
-    return await studio_page(
-        state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line
-    )
+    return await studio_page(state, request, "studio/edit.html", who, name=name, text=text, focus=new, line=line,
+                             version=opened.version, opened=opened.text if text != opened.text else None)  # fmt: skip
 
 
 @router.post("/new-set")
@@ -80,7 +91,8 @@ async def new_set(
     name: Annotated[str, Form()],
     title: Annotated[str, Form(max_length=80)],
 ) -> Response:
-    state.workspace.create(name, title)  # a draft, out of the bank until its author writes it
+    # a draft, out of the bank until its author writes it
+    await asyncio.to_thread(state.workspace.create, name, title)
     return Response(status_code=303, headers={"location": f"/studio/edit/{name}"})
 
 
@@ -99,11 +111,10 @@ async def check_text(
 
 
 def _ids(text: str) -> list[str]:
-    """The question ids of a file that does not validate yet, when its YAML reads at all."""
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
-        return []
+    """The question ids of a file that does not validate yet, when its YAML reads at all (as the
+    loader reads it: nesting, aliases and values it cannot build are problems, not exceptions)."""
+    parsed, _ = parse_yaml(text, "the file")
+    data = parsed.data if parsed is not None else None
     items = data.get("questions") if isinstance(data, dict) else None
     return (
         [q["id"] for q in items if isinstance(q, dict) and isinstance(q.get("id"), str)]
@@ -193,30 +204,45 @@ async def save(
     who: Instructor,
     name: Annotated[str, Body()],
     text: Annotated[str, Body()],
+    version: Annotated[str, Body(max_length=64)],
+    base: Annotated[str | None, Body()] = None,
 ) -> Any:
+    """Saves `text` as `name` over the version `version` the author opened ("" for a new file);
+    `base`, the text they opened, is what a conflict's diff is made against."""
     checked = state.workspace.check(name, text, state.bank)
     if checked.refusal is not None:  # `app.bank.workspace`: drafts, and files learners are served
         return JSONResponse({"ok": False, "error": checked.refusal, "status": 422, "problems": _located(checked.problems)},
                             status_code=422)  # fmt: skip
-    if checked.draft:
-        state.workspace.save(checked)
-        await asyncio.to_thread(state.live_bank.reload)
-        return {
-            "ok": True,
-            "saved": name,
-            "draft": True,
-            "problems": _located(checked.problems),
-            "warnings": [],
-        }
-    assert checked.loaded is not None
+    # Said before the key's runs (seconds), and checked again as the file is written.
+    early = await asyncio.to_thread(state.workspace.conflict, name, version)
+    if early is not None:
+        return _conflict(early, base, text)
     warnings = []
-    for q in checked.loaded.questions:
-        if not q.question.code or not_checked_here(state.proofs, q):
-            continue  # a run here proves nothing of its key
-        run = await state.run_queue.run(q.question.code, owners=state.owners(request))
-        verdict = studio_check(state.proofs, q, run)
-        if verdict.result == "fail":
-            warnings.append({"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff})
-    state.workspace.save(checked)
+    if not checked.draft:
+        assert checked.loaded is not None
+        for q in checked.loaded.questions:
+            if not q.question.code or not_checked_here(state.proofs, q):
+                continue  # a run here proves nothing of its key
+            run = await state.run_queue.run(q.question.code, owners=state.owners(request))
+            verdict = studio_check(state.proofs, q, run)
+            if verdict.result == "fail":
+                warnings.append(
+                    {"question_id": q.id, "reason": verdict.reason, "diff": verdict.diff}
+                )
+    try:
+        saved = await asyncio.to_thread(state.workspace.save, checked, version)
+    except Conflict as conflict:
+        return _conflict(conflict, base, text)
     await asyncio.to_thread(state.live_bank.reload)  # served at once, not at the next check
-    return {"ok": True, "saved": name, "warnings": warnings}
+    if checked.draft:
+        return {"ok": True, "saved": name, "version": saved, "draft": True,
+                "problems": _located(checked.problems), "warnings": []}  # fmt: skip
+    return {"ok": True, "saved": name, "version": saved, "warnings": warnings}
+
+
+def _conflict(conflict: Conflict, base: str | None, text: str) -> JSONResponse:
+    """The 409 of a save over a file saved since: the other save's changes against what this
+    author opened (`base`; their own text, where the client sent none), the text now and its
+    version, which a save after merging names."""
+    return JSONResponse({"ok": False, "status": 409, "error": str(conflict), "diff": conflict.diff(base if base is not None else text),
+                         "current": conflict.current or "", "version": conflict.version}, status_code=409)  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from app.bank.load import FILE_NAME
 from app.web.rendering.render import page
 from app.web.state import WebState
 
@@ -20,5 +21,7 @@ async def studio_page(
     status_code: int = 200,
     **context: Any,
 ) -> Response:
-    left_out = sorted({p.path.rsplit("/", 1)[-1] for p in state.bank.problems})
+    names = sorted({p.path.rsplit("/", 1)[-1] for p in state.bank.problems})
+    # A file the studio cannot open (its name is not a set file's: `x.yml`) is named, not linked.
+    left_out = [(n, FILE_NAME.fullmatch(n) is not None) for n in names]
     return await page(state, request, template, status_code, who=who, left_out=left_out, **context)
