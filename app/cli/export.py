@@ -1,7 +1,9 @@
 """`ampquiz export [PATH] --format moodle|gift|qti|json [-o FILE]`: the bank for an LMS.
 
 Text formats (Moodle XML, GIFT, JSON) go to stdout unless `-o` names a file; QTI is a zip content
-package and needs `-o`. The formats themselves live in `app.export`.
+package and needs `-o`. The formats themselves live in `app.export`. A question a format cannot
+carry (a character XML 1.0 has not, say) is left out and said on stderr at its `file:line`; the
+rest are exported, and the command then ends with status 1.
 """
 
 from __future__ import annotations
@@ -31,17 +33,29 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"left out, as the server holds its key back (fix it; for a record, then `ampquiz verify --record`): {line}",
             file=sys.stderr,
         )
-    data = fmt.write(bank, None)
+    exported = fmt.write(bank, None)
+    for problem in exported.refused:
+        print(problem, file=sys.stderr)
+    data = exported.data
     if args.output is None:
         assert isinstance(data, str)
-        sys.stdout.write(data)
-        return 0
-    if isinstance(data, str):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data.encode("utf-8"))  # the formats are UTF-8, whatever the locale
+        sys.stdout.buffer.flush()
+    elif isinstance(data, str):
         args.output.write_text(data, encoding="utf-8")
     else:
         args.output.write_bytes(data)
-    print(f"wrote {len(bank.questions)} questions in {len(bank.sets)} sets to {args.output} ({fmt.description})",
-          file=sys.stderr)  # fmt: skip
+    refused = {(p.path, p.line, p.col) for p in exported.refused}
+    kept = [q for q in bank.questions if (q.path, q.line, q.col) not in refused]
+    if args.output is not None:
+        print(f"wrote {len(kept)} questions in {len({q.set_id for q in kept})} sets to {args.output} "
+              f"({fmt.description})", file=sys.stderr)  # fmt: skip
+    if exported.refused:
+        n = len(exported.refused)
+        print(f"ampquiz export: {n} question{'s' if n != 1 else ''} left out, which {fmt.description} cannot "
+              "carry as written: fix each where said above", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

@@ -5,6 +5,10 @@ the right ones share +100 and the wrong ones -100, so ticking every box scores n
 choice's `why` as its feedback. Predict-output becomes `shortanswer` (case-sensitive) with every
 accepted spelling at 100, on one line (see `common.short_answers`), and a catch-all `*` at 0. The
 explanation and the proof line are the general feedback. Text is HTML (`format="html"`).
+
+A question holding what XML cannot (`common.XML_CANNOT`), or whose element does not read back as
+XML, is refused at its `file:line` (`common.one_question`); a set's category is written with its
+first question that is not.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from app.bank.load import Bank, LoadedQuestion, LoadedSet
+from app.bank.problem import Problem
 from app.bank.public import multiple_answers
 from app.bank.schema import MultipleChoiceQuestion
 from app.export import common
-from app.export.common import ProofLine
+from app.export.common import Exported, ProofLine
 from app.verify.proof_lines import committed_proof_lines
 
 PENALTY = "0.3333333"
+NAME = "Moodle XML"
 
 
 def _text(parent: ET.Element, tag: str, body: str, fmt: str | None = "html") -> ET.Element:
@@ -80,13 +86,38 @@ def _question(loaded: LoadedQuestion, proof: str) -> ET.Element:
     return element
 
 
-def to_moodle(bank: Bank, proof_line: ProofLine | None = None) -> str:
-    """The whole bank as one Moodle XML document."""
+def _written(element: ET.Element) -> str:
+    return ET.tostring(element, encoding="unicode")
+
+
+def export_moodle(bank: Bank, proof_line: ProofLine | None = None) -> Exported:
+    """The whole bank as one Moodle XML document, but the questions XML cannot carry (refused)."""
     proof_line = proof_line or committed_proof_lines()
     quiz = ET.Element("quiz")
+    refused: list[Problem] = []
     for loaded_set in bank.sets:
-        quiz.append(_category(loaded_set))
+        category: ET.Element | None = _category(loaded_set)
         for loaded in loaded_set.questions:
-            quiz.append(_question(loaded, proof_line(loaded)))
+            proof = proof_line(loaded)
+            named = common.sources(loaded, proof, ("title", "description"), loaded_set)
+            element, problem = common.one_question(
+                loaded, NAME, common.XML_CANNOT, named,
+                lambda: _question(loaded, proof),  # noqa: B023 - called at once
+                _written, ET.fromstring,  # type: ignore[arg-type]
+            )  # fmt: skip
+            if element is None:
+                assert problem is not None
+                refused.append(problem)
+                continue
+            if category is not None:
+                quiz.append(category)
+                category = None
+            quiz.append(element)
     ET.indent(quiz)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+    data = '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+    return Exported(data, refused)
+
+
+def to_moodle(bank: Bank, proof_line: ProofLine | None = None) -> str:
+    """The whole bank as one Moodle XML document; `common.ExportRefused` if a question cannot be."""
+    return str(common.whole(export_moodle(bank, proof_line)))

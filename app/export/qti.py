@@ -11,6 +11,10 @@ for text entry (the rules themselves, not a `template` reference: a delivery eng
 reference may use the template's rules instead of the item's, which would lose the feedback rule).
 One more rule sets `FEEDBACK` to the picked choices plus `EXPLANATION`, which shows each picked
 choice's `modalFeedback` (its `why`) and the general one (explanation and proof line).
+
+A question holding what XML cannot (`common.XML_CANNOT`), or whose item does not read back as XML,
+is refused at its `file:line` (`common.one_question`): the package holds, and its manifest lists,
+the others.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import xml.etree.ElementTree as ET
 import zipfile
 
 from app.bank.load import Bank, LoadedQuestion
+from app.bank.problem import Problem
 from app.bank.public import correct_choices, multiple_answers
 from app.bank.schema import MultipleChoiceQuestion, PredictOutputQuestion
 from app.export import common
-from app.export.common import ProofLine
+from app.export.common import Exported, ProofLine
 from app.verify.proof_lines import committed_proof_lines
 
+NAME = "QTI"
 QTI = "http://www.imsglobal.org/xsd/imsqti_v2p1"
 QTI_XSD = "http://www.imsglobal.org/xsd/qti/qtiv2p1/imsqti_v2p1.xsd"
 CP = "http://www.imsglobal.org/xsd/imscp_v1p1"
@@ -209,8 +215,9 @@ def assessment_item(loaded: LoadedQuestion, proof: str) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(item, encoding="unicode") + "\n"
 
 
-def manifest(bank: Bank) -> str:
-    """`imsmanifest.xml`: one item resource per question, in the bank's order."""
+def manifest(bank: Bank, questions: list[LoadedQuestion] | None = None) -> str:
+    """`imsmanifest.xml`: one item resource per question (those of `questions`, else all of the
+    bank's), in the bank's order."""
     root = ET.Element("manifest", {
         "xmlns": CP, "xmlns:xsi": XSI, "identifier": "ampquiz-bank",
         "xsi:schemaLocation": f"{CP} {CP_XSD} {QTI} {QTI_XSD}",
@@ -220,7 +227,7 @@ def manifest(bank: Bank) -> str:
     ET.SubElement(metadata, "schemaversion").text = "1.0.0"
     ET.SubElement(root, "organizations")
     resources = ET.SubElement(root, "resources")
-    for loaded in bank.questions:
+    for loaded in bank.questions if questions is None else questions:
         path = item_path(loaded)
         resource = ET.SubElement(resources, "resource", {
             "identifier": f"item-{loaded.id}", "type": ITEM_TYPE, "href": path,
@@ -230,15 +237,38 @@ def manifest(bank: Bank) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def to_qti(bank: Bank, proof_line: ProofLine | None = None) -> bytes:
-    """The whole bank as a QTI 2.1 content package (zip bytes)."""
+def export_qti(bank: Bank, proof_line: ProofLine | None = None) -> Exported:
+    """The whole bank as a QTI 2.1 content package (zip bytes), but the questions XML cannot
+    carry (refused)."""
     proof_line = proof_line or committed_proof_lines()
-    files = {"imsmanifest.xml": manifest(bank)}
-    files.update({item_path(q): assessment_item(q, proof_line(q)) for q in bank.questions})
+    items: dict[str, str] = {}
+    written: list[LoadedQuestion] = []
+    refused: list[Problem] = []
+    for loaded_set in bank.sets:
+        for q in loaded_set.questions:
+            proof = proof_line(q)
+            item, problem = common.one_question(
+                q, NAME, common.XML_CANNOT, common.sources(q, proof, (), None),
+                lambda: assessment_item(q, proof),  # noqa: B023 - called at once
+                str, lambda text: ET.fromstring(text.encode("utf-8")),
+            )  # fmt: skip
+            if item is None:
+                assert problem is not None
+                refused.append(problem)
+                continue
+            items[item_path(q)] = item
+            written.append(q)
+    files = {"imsmanifest.xml": manifest(bank, written), **items}
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
         for name, text in files.items():
             package.writestr(
                 zipfile.ZipInfo(name, _ZIP_DATE), text.encode("utf-8"), zipfile.ZIP_DEFLATED
             )
-    return out.getvalue()
+    return Exported(out.getvalue(), refused)
+
+
+def to_qti(bank: Bank, proof_line: ProofLine | None = None) -> bytes:
+    """The whole bank as a QTI 2.1 content package (zip bytes); `common.ExportRefused` if a
+    question cannot be."""
+    return bytes(common.whole(export_qti(bank, proof_line)))
