@@ -655,7 +655,9 @@ def main() -> None:
             if not args.no_postgres and args.only != "SQLite":
                 pg_name, pg_url = make_postgres_database(args.postgres)
                 (Path(tmp) / "pg").mkdir()
-                os.environ["AMPQUIZ_SECRET_KEY"] = "bench-secret-key-of-the-right-length-0123456789"  # no SQLite folder to keep it in
+                os.environ["AMPQUIZ_SECRET_KEY"] = (
+                    "bench-secret-key-of-the-right-length-0123456789"  # no SQLite folder to keep it in
+                )
                 servers["PostgreSQL"] = start_server(
                     Path(tmp) / "pg", 2, 16, database_url=pg_url, serve_args=extra
                 )

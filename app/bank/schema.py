@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Literal, TypeVar
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -25,6 +24,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from app.bank.text_rule import first_text_problem
+from app.bank.torch_range import TorchRange
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=80)]
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=False)]
@@ -73,75 +75,6 @@ def on_device(by_device: Mapping[Device, T], device: str, otherwise: T) -> T:
     return otherwise
 
 
-def _torch_range(text: str) -> str:
-    try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
-        raise ValueError(
-            f"{text!r} is not a version range such as '>=2.12' or '>=2.4,<2.12'"
-        ) from None
-    return text
-
-
-TorchRange = Annotated[str, AfterValidator(_torch_range)]
-
-
-def torch_in_range(torch_range: str | None, torch_version: str) -> bool:
-    """Whether a torch version ("2.11.0", "2.13.0+cu130") is one whose behaviour a question's
-    key states (no range: every version)."""
-    if not torch_range or not torch_version:
-        return True
-    return SpecifierSet(torch_range).contains(
-        torch_version, prereleases=True
-    )  # a local "+cu130" is ignored
-
-
-NOT_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-"""What no string of the bank may hold: a control character (C0, DEL, C1) other than tab and
-newline, or a lone surrogate (half of a character). Neither shows on a page, and an export
-cannot carry them: a `"\\x01"` in a prompt made the Moodle XML export ill-formed."""
-_CONTROL_NAMES = {
-    0x00: "NUL",
-    0x0D: "carriage return",
-    0x1B: "escape",
-    0x7F: "delete",
-    0x85: "next line",
-}
-
-
-def text_problem(text: str) -> str | None:
-    """Why `text` is not text the bank takes (`NOT_TEXT`), or None."""
-    found = NOT_TEXT.search(text)
-    if found is None:
-        return None
-    code = ord(found.group())
-    if 0xD800 <= code <= 0xDFFF:
-        what = f"a lone surrogate U+{code:04X} (half of a character, not text)"
-    else:
-        named = _CONTROL_NAMES.get(code)
-        what = f"the control character U+{code:04X}" + (f" ({named})" if named else "")
-    return (f"holds {what} at character {found.start() + 1}: a text may hold no control character "
-            "but tab and newline (they show as nothing, and exports cannot carry them)")  # fmt: skip
-
-
-def _first_text_problem(value: object) -> str | None:
-    """`text_problem` of the first string in a field's value that has one (in a list or a mapping,
-    said with its place); a nested model's strings are checked by that model's own fields."""
-    if isinstance(value, str):
-        return text_problem(value)
-    if isinstance(value, (list, tuple)):
-        for number, item in enumerate(value, 1):
-            said = _first_text_problem(item)
-            if said:
-                return f"item {number} {said}"
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            said = _first_text_problem(key) or _first_text_problem(item)
-            if said:
-                return f"{key}: {said}"
-    return None
-
-
 class Strict(BaseModel):
     """Unknown fields are errors: a typo like `anwser` must not be silently ignored. Every string
     is text (`NOT_TEXT`): the rule is here, so lint, the loader, the studio and the exports share
@@ -152,7 +85,7 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _is_text(cls, value: object) -> object:
-        said = _first_text_problem(value)
+        said = first_text_problem(value)
         if said:
             raise ValueError(said)
         return value

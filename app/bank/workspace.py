@@ -37,19 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.bank import edit
-from app.bank.load import (
+from app.bank.files import (
     FILE_NAME,
     MAX_FILE_BYTES,
-    Bank,
     Gone,
-    LoadedSet,
     Unreadable,
     decode_set_file,
+    read_set_bytes,
+)
+from app.bank.load import (
+    Bank,
+    LoadedSet,
     duplicate_ids,
     ids_taken_elsewhere,
     load_text,
     question_files,
-    read_set_bytes,
 )
 from app.bank.problem import Problem
 

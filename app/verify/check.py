@@ -16,13 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.bank.load import AnyQuestion, LoadedQuestion
-from app.bank.schema import (
-    Expect,
-    MultipleChoiceQuestion,
-    PredictOutputQuestion,
-    on_device,
-    torch_in_range,
-)
+from app.bank.schema import Expect, MultipleChoiceQuestion, PredictOutputQuestion, on_device
+from app.bank.torch_range import torch_in_range
 from app.grading import normalise_output, spelled_otherwise
 from sandbox import Limits, RunResult, Sandbox
 from sandbox.result import TRANSIENT

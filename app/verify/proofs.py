@@ -28,7 +28,8 @@ from typing import Any
 
 from app.bank.lint import words_against_key
 from app.bank.load import Bank, LoadedQuestion
-from app.bank.schema import MultipleChoiceQuestion, torch_in_range
+from app.bank.schema import MultipleChoiceQuestion
+from app.bank.torch_range import torch_in_range
 from app.verify.check import KeyCheck, check, skip_reason
 from app.verify.record import (
     Record,

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.bank.load import FILE_NAME
+from app.bank.files import FILE_NAME
 from app.web.rendering.render import page
 from app.web.state import WebState
 
