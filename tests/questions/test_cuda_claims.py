@@ -40,6 +40,11 @@ ATEN = {
 # question id -> {op as the bank writes it: the CUDA policy the bank states or implies}
 CLAIMS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "loss-type-is-tensor-class": {"mse_loss": FP32},
+    "layers-residual-stream-dtype": {"LayerNorm": FP32},
+    "layers-fp16-layernorm-accumulates": {"layer_norm": FP32},
+    "backends-mps-vs-cuda-lists": {"rms_norm": FP32, "batch_norm": UNLISTED},
+    "fp16-log1p": {"log": FP32, "log1p": FP32, "expm1": FP32},
+    "lv-bf16-loss-quantised": {"cross_entropy": (SET_OPT, FP32)},
     "seed004-mm-autocast-cpu": {"mm": LOWER},
     "cuda-autocast-cpu-input-error": {"addmm": LOWER, "Linear": LOWER, "linear": LOWER},
     "cpu-autocast-when-not-to-use-amp": {"layer_norm": FP32, "softmax": SET_OPT},
