@@ -22,7 +22,9 @@ def web(tmp_path: Path, sandbox_pool: Sandbox) -> Web:
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database of its own (in a time zone other than UTC), dropped after the test."""
     name = f"ampquiz_test_{uuid.uuid4().hex[:12]}"
-    as_admin(f'CREATE DATABASE "{name}"', f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'")
+    as_admin(
+        f'CREATE DATABASE "{name}"', f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'"
+    )
     try:
         yield make_url(POSTGRES_SERVER).set(database=name).render_as_string(hide_password=False)
     finally:

@@ -17,4 +17,6 @@ def test_the_sets_come_starter_first_then_easiest_first() -> None:
     assert path[0] is index.starter
     means = [sum(q.question.difficulty for q in s.questions) / len(s.questions) for s in path[1:]]
     assert means == sorted(means)
-    assert path[0].id != "activation-checkpointing" and bank.sets[0].id == "activation-checkpointing"
+    assert (
+        path[0].id != "activation-checkpointing" and bank.sets[0].id == "activation-checkpointing"
+    )

@@ -53,7 +53,9 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         # Refused, the form comes back as sent (it came back empty, the clock running).
         assert ">torch.float32</textarea>" in refused.text
         empty = await client.post(cand + "/predict", data={"output": "", "confidence": "75"})
-        assert empty.status_code == 400 and re.search(r'value="75" required\s+checked', empty.text), empty.text[-3000:]
+        assert empty.status_code == 400 and re.search(
+            r'value="75" required\s+checked', empty.text
+        ), empty.text[-3000:]
         said = await client.post(
             cand + "/predict",
             data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"},
@@ -116,13 +118,18 @@ async def test_a_candidate_predicts_runs_and_the_report_adds_up(web: Web) -> Non
         html = (await client.get(host + "/report")).text
         assert "knows the list" in html and "Calibration" in html
         # A choice's words are rendered (its backticks showed), an output shown as printed, units said.
-        mc = html[html.index('data-report-row="mc-half-dtype"'):]
-        assert "<code>torch.float32</code>" in mc[: mc.index("</tr>")] and "`torch.float32`" not in html
+        mc = html[html.index('data-report-row="mc-half-dtype"') :]
+        assert (
+            "<code>torch.float32</code>" in mc[: mc.index("</tr>")]
+            and "`torch.float32`" not in html
+        )
         assert '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html
         assert "time limit 30 minutes" in html and re.search(r'data-label="Time">\d+ s<', html)
 
 
-async def test_a_key_graded_on_the_authors_word_says_so_to_candidate_and_interviewer(web: Web) -> None:
+async def test_a_key_graded_on_the_authors_word_says_so_to_candidate_and_interviewer(
+    web: Web,
+) -> None:
     """A CUDA question on a CPU server with no CUDA record is graded on the author's answer: the
     learner's page said so beside the verdict; the candidate's, the live page and the report said
     nothing (an AMP expert's review). A key proved here says nothing of the kind."""
@@ -131,16 +138,25 @@ async def test_a_key_graded_on_the_authors_word_says_so_to_candidate_and_intervi
         cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
         await client.post(cand + "/start")
         await client.post(cand + "/predict", data={"output": "torch.float16", "confidence": "95"})
-        assert "Graded by the author's answer: no run on CUDA has proved it" in html.unescape((await client.get(cand)).text)
+        assert "Graded by the author's answer: no run on CUDA has proved it" in html.unescape(
+            (await client.get(cand)).text
+        )
         await client.post(cand + "/next")
-        await client.post(cand + "/predict", data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"})
+        await client.post(
+            cand + "/predict",
+            data={"output": "torch.bfloat16 torch.Size([1, 2])", "confidence": "95"},
+        )
         assert "Graded by the author" not in html.unescape((await client.get(cand)).text)
         stream = await client.get(host + "/events", params={"replay": "true"})
         predicted = [e["data"] for e in _events(stream.text) if e["kind"] == "predicted"]
         assert [p.get("authors_word", False) for p in predicted] == [True, False]
         report = (await client.get(host + "/report")).text
-        assert report.count("data-unproved") == 1 and "the author's answer: no run proved it" in html.unescape(report)
-        assert [q["authors_word"] for q in (await client.get(host + "/report.json")).json()["questions"]] == [True, False]
+        assert report.count(
+            "data-unproved"
+        ) == 1 and "the author's answer: no run proved it" in html.unescape(report)
+        assert [
+            q["authors_word"] for q in (await client.get(host + "/report.json")).json()["questions"]
+        ] == [True, False]
 
 
 async def test_the_report_gives_the_key_of_a_question_never_predicted(web: Web) -> None:
@@ -150,10 +166,15 @@ async def test_the_report_gives_the_key_of_a_question_never_predicted(web: Web) 
         made = await _interview(client, ["po-linear-dtype", "mc-half-dtype"], minutes=30)
         r = (await client.get(f"/interviewer/{made.host_token}/report.json")).json()
         truths = {q["id"]: (q["kind"], q["truth"], q["prediction"]) for q in r["questions"]}
-        assert truths == {"po-linear-dtype": ("predict_output", "torch.bfloat16 torch.Size([1, 2])", None),
-                          "mc-half-dtype": ("multiple_choice", "`torch.float16`", None)}, truths
+        assert truths == {
+            "po-linear-dtype": ("predict_output", "torch.bfloat16 torch.Size([1, 2])", None),
+            "mc-half-dtype": ("multiple_choice", "`torch.float16`", None),
+        }, truths
         html = (await client.get(f"/interviewer/{made.host_token}/report")).text
-        assert '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html and "<code>torch.float16</code>" in html
+        assert (
+            '<code class="printed">torch.bfloat16 torch.Size([1, 2])</code>' in html
+            and "<code>torch.float16</code>" in html
+        )
 
 
 async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: Web) -> None:
@@ -170,17 +191,32 @@ async def test_opening_the_link_never_starts_the_clock_pressing_start_does(web: 
         await client.post(cand + "/extend")  # no time to add to before it starts
         await client.post(cand + "/next")
         replay = {"replay": "true"}
-        assert [e["kind"] for e in _events((await client.get(host + "/events", params=replay)).text)] == ["created"]
+        assert [
+            e["kind"] for e in _events((await client.get(host + "/events", params=replay)).text)
+        ] == ["created"]
 
         assert (await client.post(cand + "/start")).status_code == 303
-        assert (await client.post(cand + "/start")).status_code == 303  # twice (a double click): one start
+        assert (
+            await client.post(cand + "/start")
+        ).status_code == 303  # twice (a double click): one start
         after = await client.get(cand)
-        assert "How sure are you?" in after.text and "data-deadline" in after.text and "Question 1 of 2" in after.text
-        assert 'href="/run"' not in after.text and 'href="/progress"' not in after.text  # nothing leads off the interview
+        assert (
+            "How sure are you?" in after.text
+            and "data-deadline" in after.text
+            and "Question 1 of 2" in after.text
+        )
+        assert (
+            'href="/run"' not in after.text and 'href="/progress"' not in after.text
+        )  # nothing leads off the interview
         events = _events((await client.get(host + "/events", params=replay)).text)
         assert [e["kind"] for e in events] == ["created", "opened"]
         assert events[1]["data"]["question"] == "po-linear-dtype"
-        assert progress(made.interview, model.events(client.app.state.web.store, made.interview.id)).extra_s == 0  # type: ignore[attr-defined,arg-type]
+        assert (
+            progress(
+                made.interview, model.events(client.app.state.web.store, made.interview.id)
+            ).extra_s
+            == 0
+        )  # type: ignore[attr-defined,arg-type]
 
 
 async def test_the_candidates_link_never_opens_the_interviewers_pages(web: Web) -> None:
@@ -369,7 +405,10 @@ def test_the_cli_refuses_a_question_whose_record_contradicts_its_key(
     monkeypatch.setenv("AMPQUIZ_BANK", str(tmp_path))
     assert cli_main(["interview", "new", "--questions", "planted-fp16-max"]) == 1
     out = capsys.readouterr()
-    assert out.out == "" and "'planted-fp16-max' is under review (running it on CPU contradicted the key" in out.err
+    assert (
+        out.out == ""
+        and "'planted-fp16-max' is under review (running it on CPU contradicted the key" in out.err
+    )
 
 
 async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: Web) -> None:
@@ -380,10 +419,16 @@ async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: 
         instructors.add(store, "ada")
         token = instructors.new_link(store, "ada")
         assert (await client.post(f"/studio/sign-in/{token}")).status_code == 303
-        raising = await client.post("/studio/interviews", data={"adhoc": "print(1)\n---\nraise ValueError('no')\n"})
-        assert raising.status_code == 400 and "ad-hoc snippet 2 did not run to the end" in raising.text
+        raising = await client.post(
+            "/studio/interviews", data={"adhoc": "print(1)\n---\nraise ValueError('no')\n"}
+        )
+        assert (
+            raising.status_code == 400 and "ad-hoc snippet 2 did not run to the end" in raising.text
+        )
         snippets = "import torch\nprint(torch.ones(2).half().sum().dtype)\n---\nprint(2 ** 10)\n"
-        made = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "adhoc": snippets})
+        made = await client.post(
+            "/studio/interviews", data={"questions": ["mc-half-dtype"], "adhoc": snippets}
+        )
         assert made.status_code == 303
         host = made.headers["location"]
         link = re.search(r"/interview/[A-Za-z0-9_-]+", (await client.get(host)).text).group(0)
@@ -397,7 +442,9 @@ async def test_an_interview_with_ad_hoc_snippets_keys_them_by_running_them(web: 
             await client.post(link + "/next")
         words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
         assert "Snippet 1" in words and "torch . ones ( 2 ) . half () . sum () . dtype" in words
-        said = await client.post(link + "/predict", data={"output": "torch.float16", "confidence": "75"})
+        said = await client.post(
+            link + "/predict", data={"output": "torch.float16", "confidence": "75"}
+        )
         assert said.status_code == 303
         assert "Right" in (await client.get(link)).text  # what the snippet printed when it was made
         report = (await client.get(host + "/report.json")).json()
@@ -413,7 +460,9 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
         cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
         assert (await client.post(cand + "/start")).status_code == 303  # the clock starts
         web.clock.advance(seconds=70)  # inside the grace
-        said = await client.post(cand + "/predict", data={"output": "torch.float32", "confidence": "50"})
+        said = await client.post(
+            cand + "/predict", data={"output": "torch.float32", "confidence": "50"}
+        )
         assert said.status_code == 303
         assert (await client.post(cand + "/next")).status_code == 303
         web.clock.advance(seconds=30)  # past it
@@ -426,7 +475,9 @@ async def test_past_the_time_limit_predictions_runs_and_the_extension_are_refuse
         await client.post(cand + "/extend")
         stream = await client.get(host + "/events", params={"replay": "true"})
         kinds = [e["kind"] for e in _events(stream.text)]
-        assert kinds.count("predicted") == 1 and "run" not in kinds and "extended" not in kinds, kinds
+        assert kinds.count("predicted") == 1 and "run" not in kinds and "extended" not in kinds, (
+            kinds
+        )
         # the page offers to finish, unpredicted as the question is, and the log then says so
         assert 'action="/interview/' in page and "Finish the interview" in page
         assert (await client.post(cand + "/next")).status_code == 303
@@ -451,7 +502,9 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
             if state.proof(loaded).state == "proved":
                 break
             await asyncio.sleep(0.1)
-        state.proofs.remember(loaded, KeyCheck(loaded.id, loaded.set_id, "fail", device="cpu", reason="planted"))
+        state.proofs.remember(
+            loaded, KeyCheck(loaded.id, loaded.set_id, "fail", device="cpu", reason="planted")
+        )
         assert state.proof(loaded).state == "held_back"
 
         await client.post(cand + "/start")
@@ -461,27 +514,48 @@ async def test_a_question_whose_key_is_under_review_never_strands_a_candidate(we
         assert "Question 2 of 2" in (await client.get(cand)).text
 
         instructors.add(state.store, "ada")
-        assert (await client.post(f"/studio/sign-in/{instructors.new_link(state.store, 'ada')}")).status_code == 303
+        assert (
+            await client.post(f"/studio/sign-in/{instructors.new_link(state.store, 'ada')}")
+        ).status_code == 303
         form = (await client.get("/studio/interviews/new")).text
-        assert re.search(r'value="po-linear-dtype"[^>]* disabled', form), "a held-back question cannot be picked"
+        assert re.search(r'value="po-linear-dtype"[^>]* disabled', form), (
+            "a held-back question cannot be picked"
+        )
         assert "leaves no trace here" in form  # the bank is public: said where an interview is made
         refused = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype", "po-linear-dtype"],
                                                                 "minutes": "20", "adhoc": "print(1)\n"})  # fmt: skip
         assert refused.status_code == 400 and "under review" in refused.text
         # what was typed and picked is still there
-        assert re.search(r'value="mc-half-dtype"[^>]* checked', refused.text) and 'value="20"' in refused.text
+        assert (
+            re.search(r'value="mc-half-dtype"[^>]* checked', refused.text)
+            and 'value="20"' in refused.text
+        )
         assert ">print(1)\n</textarea>" in refused.text
-        bad_minutes = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "abc"})
+        bad_minutes = await client.post(
+            "/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "abc"}
+        )
         assert bad_minutes.status_code == 400 and "whole number of minutes" in bad_minutes.text
         # Too long a number is said on the form too, the picked question kept (a bare 422 page lost both).
-        too_long = await client.post("/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "100000"})
+        too_long = await client.post(
+            "/studio/interviews", data={"questions": ["mc-half-dtype"], "minutes": "100000"}
+        )
         assert too_long.status_code == 400 and "1 to 600" in too_long.text
-        assert re.search(r'value="mc-half-dtype"[^>]* checked', too_long.text) and 'maxlength="3"' in too_long.text
-        drawn = await client.post("/studio/interviews", data={"adhoc": "import torch\nx = torch.rand(2)\nprint(x)\n"})
+        assert (
+            re.search(r'value="mc-half-dtype"[^>]* checked', too_long.text)
+            and 'maxlength="3"' in too_long.text
+        )
+        drawn = await client.post(
+            "/studio/interviews", data={"adhoc": "import torch\nx = torch.rand(2)\nprint(x)\n"}
+        )
         assert drawn.status_code == 400 and "printed something else when run again" in drawn.text
         # A coin flip agrees with itself on two runs half the time: what makes one is refused unrun.
-        coin = await client.post("/studio/interviews", data={"adhoc": "import random\nprint(random.random() < 0.5)\n"})
-        assert coin.status_code == 400 and "ad-hoc snippet 1 draws from Python&#39;s random module" in coin.text, coin.text
+        coin = await client.post(
+            "/studio/interviews", data={"adhoc": "import random\nprint(random.random() < 0.5)\n"}
+        )
+        assert (
+            coin.status_code == 400
+            and "ad-hoc snippet 1 draws from Python&#39;s random module" in coin.text
+        ), coin.text
         # Nothing printed is no answer a candidate can send.
         silent = await client.post("/studio/interviews", data={"adhoc": "x = 1\n"})
         assert silent.status_code == 400 and "ad-hoc snippet 1 printed nothing" in silent.text
@@ -492,10 +566,14 @@ async def test_a_slow_read_of_an_interview_holds_up_no_other_request(web: Web) -
     trip far away, a locked SQLite file) keeps the event loop answering everyone else."""
     async with web.client() as client:
         made = await _interview(client, ["po-linear-dtype"], minutes=30)
-        await assert_answered_while_held(client, model, "events", f"/interview/{made.candidate_token}")
+        await assert_answered_while_held(
+            client, model, "events", f"/interview/{made.candidate_token}"
+        )
 
 
-async def test_a_question_keeps_a_bounded_number_of_runs(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_question_keeps_a_bounded_number_of_runs(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each run is an event holding its code, read by every page of the interview: a candidate's
     loop grew the log, and each page, without end."""
     from app.web.routes import interview as interview_routes
@@ -505,12 +583,20 @@ async def test_a_question_keeps_a_bounded_number_of_runs(web: Web, monkeypatch: 
         made = await _interview(client, ["po-linear-dtype"], minutes=30)
         cand, host = f"/interview/{made.candidate_token}", f"/interviewer/{made.host_token}"
         await client.post(cand + "/start")
-        said = await client.post(cand + "/predict", data={"output": "torch.float32", "confidence": "50"})
+        said = await client.post(
+            cand + "/predict", data={"output": "torch.float32", "confidence": "50"}
+        )
         assert said.status_code == 303
         for n in range(2):
             ran = await client.post(cand + "/run/panel", data={"code": f"print({n})"})
             assert ran.status_code == 200, ran.text
         refused = await client.post(cand + "/run/panel", data={"code": "print(2)"})
-        assert refused.status_code == 429 and "has been run 2 times, the most one interview keeps" in refused.text
-        kinds = [e["kind"] for e in _events((await client.get(host + "/events", params={"replay": "true"})).text)]
+        assert (
+            refused.status_code == 429
+            and "has been run 2 times, the most one interview keeps" in refused.text
+        )
+        kinds = [
+            e["kind"]
+            for e in _events((await client.get(host + "/events", params={"replay": "true"})).text)
+        ]
         assert kinds.count("run") == 2

@@ -42,7 +42,10 @@ def _mc(qid: str, choices: list[tuple[str, bool]]) -> str:
     head = (f"  - id: {qid}\n    kind: multiple_choice\n    topic: t\n    difficulty: 1\n    prompt: p\n"
             "    explanation: e\n    source: s\n    choices:\n")  # fmt: skip
     lines = [head]
-    lines += [f"      - {{text: {text}, correct: {str(right).lower()}, why: w}}\n" for text, right in choices]
+    lines += [
+        f"      - {{text: {text}, correct: {str(right).lower()}, why: w}}\n"
+        for text, right in choices
+    ]
     return "".join(lines)
 
 
@@ -76,7 +79,9 @@ def _attempt(bank: Bank, learner: str, qid: str, right: bool, *, minute: int, pi
     assert loaded is not None
     q = loaded.question
     if q.kind == "multiple_choice":
-        answer = json.dumps(picked if picked is not None else [i for i, c in enumerate(q.choices) if c.correct])
+        answer = json.dumps(
+            picked if picked is not None else [i for i, c in enumerate(q.choices) if c.correct]
+        )
     else:
         answer = json.dumps("1" if right else "2")
     return Attempt(
@@ -105,9 +110,13 @@ def seeded(bank: Bank) -> list[Attempt]:
             fingerprint = "" if learner == "L1" else None
             rows.append(_attempt(bank, learner, qid, right, minute=100 + 10 * n + i, picked=picked,
                                  seconds=seconds, fingerprint=fingerprint))  # fmt: skip
-    rows.append(_attempt(bank, "L3", "mc1", True, minute=500, seconds=5.0))  # a retry: right this time
+    rows.append(
+        _attempt(bank, "L3", "mc1", True, minute=500, seconds=5.0)
+    )  # a retry: right this time
     rows.append(_attempt(bank, "L5", "mc1", True, minute=501, seconds=5.0))
-    rows.append(_attempt(bank, "L6", "mc1", True, minute=1, fingerprint="0123456789abcdef"))  # old version
+    rows.append(
+        _attempt(bank, "L6", "mc1", True, minute=1, fingerprint="0123456789abcdef")
+    )  # old version
     rows.append(_attempt(bank, "L6", "po1", True, minute=2, fingerprint="0123456789abcdef"))
     gone = _attempt(bank, "L1", "po1", True, minute=3)
     gone.question_id = "removed-question"
@@ -137,10 +146,22 @@ def rest_scores(item: str) -> dict[str, float]:
 def test_facility_and_discrimination_match_the_hand_computation(bank: Bank) -> None:
     stats = question_stats(bank, seeded(bank))
     mc1 = stats["mc1"]
-    assert (mc1.learners, mc1.attempts) == (6, 8)  # 6 first tries and 2 retries; the old version not counted
-    assert mc1.facility == pytest.approx(3 / 6)  # L1, L2, L4 right first time (retries do not count)
+    assert (mc1.learners, mc1.attempts) == (
+        6,
+        8,
+    )  # 6 first tries and 2 retries; the old version not counted
+    assert mc1.facility == pytest.approx(
+        3 / 6
+    )  # L1, L2, L4 right first time (retries do not count)
     # Rest scores for mc1, by hand from the table: L1 3/4, L2..L5 2/4, L6 1/4.
-    assert rest_scores("mc1") == {"L1": 0.75, "L2": 0.5, "L3": 0.5, "L4": 0.5, "L5": 0.5, "L6": 0.25}
+    assert rest_scores("mc1") == {
+        "L1": 0.75,
+        "L2": 0.5,
+        "L3": 0.5,
+        "L4": 0.5,
+        "L5": 0.5,
+        "L6": 0.25,
+    }
     pairs = [(FIRST_TRIES[lr][0], rest_scores("mc1")[lr]) for lr in LEARNERS]
     # M1 = (3/4 + 2/4 + 2/4) / 3 = 7/12, M0 = (2/4 + 2/4 + 1/4) / 3 = 5/12, s_n = sqrt(1/48), p = q = 1/2:
     # r = (2/12) / sqrt(1/48) * 1/2 = 1/sqrt(3)
@@ -172,7 +193,12 @@ def test_distractors_counts_and_strength(bank: Bank) -> None:
         {"index": 3, "text": "D", "picked": 0, "picked_by_strength": None},
     ]
     # bad: L1-L3 (rest 1, 3/4, 2/4) picked "popular".
-    assert stats["bad"].distractors[0] == {"index": 1, "text": "popular", "picked": 3, "picked_by_strength": pytest.approx(0.75)}
+    assert stats["bad"].distractors[0] == {
+        "index": 1,
+        "text": "popular",
+        "picked": 3,
+        "picked_by_strength": pytest.approx(0.75),
+    }
     assert stats["po1"].distractors == []
 
 
@@ -187,13 +213,17 @@ def test_flags(bank: Bank) -> None:
     pairs = [(FIRST_TRIES[lr][2], rest_scores("po1")[lr]) for lr in LEARNERS]
     assert point_biserial_by_hand(pairs) < 0
     assert stats["po1"].flags == [NEGATIVE]
-    assert stats["mc2"].discrimination == pytest.approx(0) and stats["mc2"].flags == []  # M1 = M0 = 1/2
+    assert (
+        stats["mc2"].discrimination == pytest.approx(0) and stats["mc2"].flags == []
+    )  # M1 = M0 = 1/2
     assert stats["po2"].flags == []
 
 
 def test_median_seconds_of_first_tries(bank: Bank) -> None:
     stats = question_stats(bank, seeded(bank))
-    assert stats["mc1"].median_seconds == pytest.approx(25.0)  # 10, 20, 30, 40 (two unknown; retries not counted)
+    assert stats["mc1"].median_seconds == pytest.approx(
+        25.0
+    )  # 10, 20, 30, 40 (two unknown; retries not counted)
     assert stats["unanswered"].median_seconds is None
 
 
@@ -206,7 +236,9 @@ def test_most_missed_and_sets(bank: Bank) -> None:
     assert (sets["s1"].learners, sets["s1"].attempts) == (6, 6 * 4 + 2)
     assert sets["s1"].facility == pytest.approx((3 / 6 + 3 / 6 + 4 / 6 + 2 / 6) / 4)
     assert (sets["s2"].learners, sets["s2"].attempts) == (6, 6)
-    assert sets["s2"].facility == pytest.approx(3 / 6)  # the unanswered question has no facility to average
+    assert sets["s2"].facility == pytest.approx(
+        3 / 6
+    )  # the unanswered question has no facility to average
 
 
 def test_too_few_learners_or_no_variance_gives_no_discrimination(bank: Bank) -> None:
@@ -216,7 +248,11 @@ def test_too_few_learners_or_no_variance_gives_no_discrimination(bank: Bank) -> 
     assert stats["mc1"].learners == 4 and stats["mc1"].facility == pytest.approx(0.5)
     assert stats["mc1"].discrimination is None and stats["mc1"].flags == []
     assert most_missed(stats) == [stats["mc1"], stats["po1"]]  # 4 learners: enough for most-missed
-    everyone_right = [_attempt(bank, lr, q, True, minute=i) for i, lr in enumerate("ABCDEF") for q in ("mc1", "po1")]
+    everyone_right = [
+        _attempt(bank, lr, q, True, minute=i)
+        for i, lr in enumerate("ABCDEF")
+        for q in ("mc1", "po1")
+    ]
     assert question_stats(bank, everyone_right)["mc1"].discrimination is None
     two = [_attempt(bank, lr, "mc2", False, minute=i, picked=[0]) for i, lr in enumerate("AB")]
     assert most_missed(question_stats(bank, two)) == []  # fewer than 3 learners
@@ -228,11 +264,21 @@ def test_attempts_csv(bank: Bank) -> None:
         _attempt(bank, "L1", "po1", True, minute=2),
         _attempt(bank, "L1", "mc1", False, minute=3, picked=[1, 2]),
     ]
-    rows[0].answer = json.dumps("=HYPERLINK(\"x\")")  # a learner's text that a spreadsheet would run
+    rows[0].answer = json.dumps('=HYPERLINK("x")')  # a learner's text that a spreadsheet would run
     table = list(csv.reader(io.StringIO(attempts_csv(bank, reversed(rows)))))
     assert table == [
         ["learner", "set", "question", "kind", "answer", "correct", "first_try", "seconds", "at"],
-        ["L1", "s1", "po1", "predict_output", "'=HYPERLINK(\"x\")", "0", "1", "12.5", "2026-11-01T00:01:00+00:00"],
+        [
+            "L1",
+            "s1",
+            "po1",
+            "predict_output",
+            '\'=HYPERLINK("x")',
+            "0",
+            "1",
+            "12.5",
+            "2026-11-01T00:01:00+00:00",
+        ],
         ["L1", "s1", "po1", "predict_output", "1", "1", "0", "", "2026-11-01T00:02:00+00:00"],
         ["L1", "s1", "mc1", "multiple_choice", "[1, 2]", "0", "1", "", "2026-11-01T00:03:00+00:00"],
     ]

@@ -42,7 +42,9 @@ async def test_a_run_that_ended_early_is_handed_out_again_for_a_while_not_made_a
     first = await runs.run(question())
     again = await runs.run(question())
     assert first.status == again.status == "timeout" and queue.runs == 1
-    runs._ended_early = {key: (when - 31, run) for key, (when, run) in runs._ended_early.items()}  # 31 s on
+    runs._ended_early = {
+        key: (when - 31, run) for key, (when, run) in runs._ended_early.items()
+    }  # 31 s on
     await runs.run(question())
     assert queue.runs == 2  # then made anew: a timeout may be the moment's
 

@@ -15,7 +15,9 @@ def card_after(correct: bool, now: datetime, card: ReviewCard | None = None) -> 
     if update is None:
         return card
     lapses = (card.lapses if card else 0) + (0 if correct else 1)
-    return ReviewCard(learner_id="l", question_id="q", card=update.card_json, due=update.due, lapses=lapses)
+    return ReviewCard(
+        learner_id="l", question_id="q", card=update.card_json, due=update.due, lapses=lapses
+    )
 
 
 def test_a_question_never_missed_never_enters_review() -> None:
@@ -43,14 +45,20 @@ def test_right_when_due_pushes_the_next_review_further_out() -> None:
 
 
 def test_the_queue_puts_what_is_due_first() -> None:
-    soon = ReviewCard(learner_id="l", question_id="a", card="", due=NOW - timedelta(minutes=1), lapses=1)
-    later = ReviewCard(learner_id="l", question_id="b", card="", due=NOW + timedelta(days=2), lapses=2)
+    soon = ReviewCard(
+        learner_id="l", question_id="a", card="", due=NOW - timedelta(minutes=1), lapses=1
+    )
+    later = ReviewCard(
+        learner_id="l", question_id="b", card="", due=NOW + timedelta(days=2), lapses=2
+    )
     items = review.queue({"b": later, "a": soon}, NOW)
     assert [(i.question_id, i.is_due) for i in items] == [("a", True), ("b", False)]
 
 
 def test_when_is_said_in_words() -> None:
-    assert review.humanise_delta(NOW + timedelta(seconds=30), NOW) == "in under a minute"  # not due yet: not "now"
+    assert (
+        review.humanise_delta(NOW + timedelta(seconds=30), NOW) == "in under a minute"
+    )  # not due yet: not "now"
     assert review.humanise_delta(NOW - timedelta(seconds=30), NOW) == "now"
     assert review.humanise_delta(NOW + timedelta(minutes=10), NOW) == "in 10 minutes"
     assert review.humanise_delta(NOW + timedelta(days=3, hours=1), NOW) == "in 3 days"

@@ -17,12 +17,22 @@ def test_every_setting_is_documented_on_the_settings_page() -> None:
     current): each setting has its row there, with its variable, default and help text."""
     page = REPO / "docs" / "reference" / "settings.md"
     text = page.read_text() if page.exists() else ""
-    rows = {line.split(" | ", 1)[0]: line for line in text.splitlines() if line.startswith("| `AMPQUIZ_")}
+    rows = {
+        line.split(" | ", 1)[0]: line
+        for line in text.splitlines()
+        if line.startswith("| `AMPQUIZ_")
+    }
     for name, field in Settings.model_fields.items():
         row = rows.get(f"| `{Settings.env_name(name)}`", "")
-        assert row, f"docs/reference/settings.md has no row for {Settings.env_name(name)}: run `ampquiz docs`"
-        assert " ".join((field.description or "").split()).replace("|", "\\|") in row, f"{name}'s help differs there: run `ampquiz docs`"
-    assert len(rows) == len(Settings.model_fields), f"settings the code no longer has: {sorted(rows)}"
+        assert row, (
+            f"docs/reference/settings.md has no row for {Settings.env_name(name)}: run `ampquiz docs`"
+        )
+        assert " ".join((field.description or "").split()).replace("|", "\\|") in row, (
+            f"{name}'s help differs there: run `ampquiz docs`"
+        )
+    assert len(rows) == len(Settings.model_fields), (
+        f"settings the code no longer has: {sorted(rows)}"
+    )
 
 
 def test_every_setting_has_help_text() -> None:
@@ -80,14 +90,24 @@ def test_the_sqlite_file_is_the_one_sqlalchemy_opens(url: str) -> None:
     """`sqlite_path` reads plain SQLite URLs without SQLAlchemy (serve asks before the sandbox's
     start): whatever the form, it names the file SQLAlchemy's own parser names."""
     parsed = make_url(url)
-    opened = parsed.database if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:") else None
-    assert Settings.from_env({}, database_url=url).sqlite_path() == (Path(opened) if opened else None)
+    opened = (
+        parsed.database
+        if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
+        else None
+    )
+    assert Settings.from_env({}, database_url=url).sqlite_path() == (
+        Path(opened) if opened else None
+    )
 
 
-def test_a_secret_key_that_cannot_be_kept_is_a_settings_error_saying_what_to_do(tmp_path: Path) -> None:
+def test_a_secret_key_that_cannot_be_kept_is_a_settings_error_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "file").write_text("a file where the data folder should be")
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'file' / 'db.sqlite'}")
-    with pytest.raises(SettingsError, match=r"cannot keep the secret key in .*file.*set AMPQUIZ_SECRET_KEY"):
+    with pytest.raises(
+        SettingsError, match=r"cannot keep the secret key in .*file.*set AMPQUIZ_SECRET_KEY"
+    ):
         settings.resolved_secret_key()
 
 
@@ -101,26 +121,37 @@ def test_a_deployment_named_in_the_workers_url_must_be_a_name() -> None:
         assert Layout.of(url).name == name
     for bad in ("nats://127.0.0.1:4222/a.b", "nats://127.0.0.1:4222/prod/eu", "nats://127.0.0.1:4222/x*",
                 "nats://127.0.0.1:4222/" + "n" * 33):  # fmt: skip
-        with pytest.raises(SettingsError, match=r"AMPQUIZ_WORKERS_URL.*a name is 1 to 32 letters, digits, '-' or '_'"):
+        with pytest.raises(
+            SettingsError,
+            match=r"AMPQUIZ_WORKERS_URL.*a name is 1 to 32 letters, digits, '-' or '_'",
+        ):
             Settings.from_env({"AMPQUIZ_WORKERS_URL": bad, **key})
 
 
-def test_serve_started_outside_the_project_serves_the_projects_bank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_started_outside_the_project_serves_the_projects_bank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # no questions/ here
     found, note = Settings.from_env({}).with_bank_found({})
     assert found.bank == REPO / "questions" and found.bank.is_dir()
     assert str(tmp_path) in note and str(REPO / "questions") in note
 
 
-def test_a_bank_that_is_there_is_kept_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bank_that_is_there_is_kept_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "questions").mkdir()
     found, note = Settings.from_env({}).with_bank_found({})
     assert (found.bank, note) == (Path("questions"), "")
 
 
-def test_a_bank_named_but_missing_is_refused_with_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bank_named_but_missing_is_refused_with_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     env = {"AMPQUIZ_BANK": "my-sets"}
-    with pytest.raises(SettingsError, match=f"AMPQUIZ_BANK: there is no question bank at {tmp_path / 'my-sets'}"):
+    with pytest.raises(
+        SettingsError, match=f"AMPQUIZ_BANK: there is no question bank at {tmp_path / 'my-sets'}"
+    ):
         Settings.from_env(env).with_bank_found(env)

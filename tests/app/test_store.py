@@ -123,7 +123,11 @@ def test_a_summary_kept_by_one_process_is_what_a_whole_read_gives(
     or topic, with review cards moving, and with more answers than are caught up one by one, it
     must be what a process that never read it reads whole. And an answer stored out of order (its
     id older than one read already, as when two answers commit in the other order) is not missed."""
-    url = f"sqlite:///{tmp_path / 'a.db'}" if database == "sqlite" else request.getfixturevalue("postgres_url")
+    url = (
+        f"sqlite:///{tmp_path / 'a.db'}"
+        if database == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
     this, other = Store(url), Store(url)
 
     def whole(recent: int) -> object:
@@ -145,7 +149,9 @@ def test_a_summary_kept_by_one_process_is_what_a_whole_read_gives(
         due = datetime(2030, 1, step, tzinfo=UTC)
         writer.record_attempt("ann", question_id=question, set_id="s", topic=topic, kind="multiple_choice", answer=[step],
                               correct=correct, fingerprint=fingerprint, review=ReviewUpdate("{}", due))  # fmt: skip
-        _answer(other, "bob", question, topic, correct)  # another learner's answers change nothing of ann's
+        _answer(
+            other, "bob", question, topic, correct
+        )  # another learner's answers change nothing of ann's
         check()
     for n in range(Store.CATCH_UP + 5):  # more than are caught up one by one
         _answer(other, "ann", f"q{n % 7}", "loss", n % 3 == 0)
@@ -154,7 +160,9 @@ def test_a_summary_kept_by_one_process_is_what_a_whole_read_gives(
     # An answer whose id is older than the newest read: made as a late commit leaves it.
     _answer(other, "bob", "q9", "loss", True)
     with other.engine.begin() as conn:
-        gap = conn.execute(text("SELECT max(id) FROM attempt WHERE learner_id = 'bob'")).scalar_one()
+        gap = conn.execute(
+            text("SELECT max(id) FROM attempt WHERE learner_id = 'bob'")
+        ).scalar_one()
     _answer(other, "ann", "q8", "loss", True)
     check()
     with other.engine.begin() as conn:
@@ -162,7 +170,11 @@ def test_a_summary_kept_by_one_process_is_what_a_whole_read_gives(
         conn.execute(text("INSERT INTO attempt (id, learner_id, question_id, set_id, topic, kind, answer, correct, created_at, "
                           "fingerprint) VALUES (:id, 'ann', 'q9', 's', 'late', 'multiple_choice', '[0]', :f, :t, 'v1')"),
                      {"id": gap, "f": False, "t": datetime(2026, 1, 1)})  # fmt: skip
-        conn.execute(text("INSERT INTO topic_score (learner_id, topic, attempts, right_attempts) VALUES ('ann', 'late', 1, 0)"))
+        conn.execute(
+            text(
+                "INSERT INTO topic_score (learner_id, topic, attempts, right_attempts) VALUES ('ann', 'late', 1, 0)"
+            )
+        )
         conn.execute(text("INSERT INTO last_answer (learner_id, question_id, fingerprint, attempt_id, correct) "
                           "VALUES ('ann', 'q9', 'v1', :id, :f)"), {"id": gap, "f": False})  # fmt: skip
     assert this.learner_data("ann", recent=20).by_topic["late"] == (1, 0)
@@ -200,7 +212,14 @@ def test_the_busiest_reads_give_what_sqlalchemy_gives(
     state = store.question_state("ann", "q1", "v1", attempt_id=oldest.id)
     assert state == (True, due, oldest)
 
-    params = {"learner": "ann", "question": "q1", "fingerprint": "v1", "limit": 10, "id": oldest.id, "after": oldest.id}
+    params = {
+        "learner": "ann",
+        "question": "q1",
+        "fingerprint": "v1",
+        "limit": 10,
+        "id": oldest.id,
+        "after": oldest.id,
+    }
     for query in (
         store._after,
         store._latest,
@@ -255,7 +274,9 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
 
     def last_answer() -> int:
         with store.engine.connect() as conn:
-            return conn.execute(text("SELECT attempt_id FROM last_answer WHERE learner_id = 'cy'")).scalar_one()
+            return conn.execute(
+                text("SELECT attempt_id FROM last_answer WHERE learner_id = 'cy'")
+            ).scalar_one()
 
     first, new = answer("form-1", False, review=ReviewUpdate('{"a": 1}', due))
     assert new and first.id is not None
@@ -275,7 +296,10 @@ def test_an_answer_is_written_as_sqlalchemy_would_write_it(
     with store.engine.begin() as conn:
         conn.execute(ATTEMPTS.insert(), values)
         raw = "SELECT learner_id, set_id, topic, kind, answer, correct, created_at, fingerprint, seconds FROM attempt"
-        ours, theirs = (conn.execute(text(raw + " WHERE submit_id = :s"), {"s": s}).one() for s in ("form-1", "by-sqlalchemy"))
+        ours, theirs = (
+            conn.execute(text(raw + " WHERE submit_id = :s"), {"s": s}).one()
+            for s in ("form-1", "by-sqlalchemy")
+        )
         assert ours == theirs
         conn.execute(text("DELETE FROM attempt WHERE submit_id = 'by-sqlalchemy'"))
 
@@ -317,7 +341,11 @@ def test_servers_opening_a_new_database_at_once_all_open_it(
     """`serve --processes N`, or several servers started together against one new database:
     every one of them makes the tables it does not find, at the same moment. None may fail
     because another made a table between its look and its CREATE."""
-    url = f"sqlite:///{tmp_path / 'new.db'}" if database == "sqlite" else request.getfixturevalue("postgres_url")
+    url = (
+        f"sqlite:///{tmp_path / 'new.db'}"
+        if database == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
     go = tmp_path / "go"
     ready = [tmp_path / f"ready-{i}" for i in range(6)]
     openers = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, url, str(go), str(r)], stderr=subprocess.PIPE, text=True)
@@ -347,12 +375,18 @@ def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
     monkeypatch.setattr(app.store.database, "CONNECT_TIMEOUT_S", 2)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; no one answers
         url = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
-        for given, limit, environment in [(url, 2, None), (url + "?connect_timeout=4", 4, None), (url, 3, "3")]:
+        for given, limit, environment in [
+            (url, 2, None),
+            (url + "?connect_timeout=4", 4, None),
+            (url, 3, "3"),
+        ]:
             if environment is not None:  # libpq's own setting is left to libpq
                 monkeypatch.setenv("PGCONNECT_TIMEOUT", environment)
             outcome: list[BaseException | None] = []
 
-            def open_store(given: str = given, outcome: list[BaseException | None] = outcome) -> None:
+            def open_store(
+                given: str = given, outcome: list[BaseException | None] = outcome
+            ) -> None:
                 try:
                     Store(given).close()
                     outcome.append(None)
@@ -365,5 +399,7 @@ def test_a_database_server_that_never_answers_fails_the_store_in_bounded_time(
             opener.join(timeout=limit + 8)
             waited = time.monotonic() - started
             assert outcome, f"opening the store still waits after {waited:.0f} s"
-            assert isinstance(outcome[0], OperationalError) and "timeout" in str(outcome[0]), outcome[0]
+            assert isinstance(outcome[0], OperationalError) and "timeout" in str(outcome[0]), (
+                outcome[0]
+            )
             assert limit - 0.5 <= waited < limit + 4, waited

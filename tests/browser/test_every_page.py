@@ -20,7 +20,9 @@ from tests.support.server import Server
 AXE = REPO / "tests" / "browser" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 PO, MC = "linear-dtype-under-autocast", "gradscaler-skips-inf-step"
 
-RAISES = "import torch\nx = torch.ones(2, 3)\ny = torch.ones(2, 3, dtype=torch.float16)\nprint(x @ y)\n"
+RAISES = (
+    "import torch\nx = torch.ones(2, 3)\ny = torch.ones(2, 3, dtype=torch.float16)\nprint(x @ y)\n"
+)
 TRAINS = """\
 import torch
 torch.manual_seed(0)
@@ -96,15 +98,22 @@ def overflow(page: Page) -> int:
 def axe_violations(page: Page) -> list[dict]:
     page.evaluate(AXE.read_text())  # evaluated by the driver: the page's CSP stays as it is
     result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:4]} for v in result["violations"]]
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:4]}
+        for v in result["violations"]
+    ]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("name", list(PAGES))
-def test_every_page_fits_a_phone_and_passes_axe(browser: Browser, live: Server, shots: Path, name: str, scheme: str) -> None:
+def test_every_page_fits_a_phone_and_passes_axe(
+    browser: Browser, live: Server, shots: Path, name: str, scheme: str
+) -> None:
     if not AXE.exists():
         pytest.fail(f"axe-core is not installed at {AXE}: run `make browser`")
-    context = browser.new_context(viewport={"width": 375, "height": 800}, color_scheme=scheme, base_url=live.url)
+    context = browser.new_context(
+        viewport={"width": 375, "height": 800}, color_scheme=scheme, base_url=live.url
+    )
     context.set_default_timeout(30_000)
     page = context.new_page()
     errors: list[str] = []
@@ -140,7 +149,9 @@ def test_the_theme_toggle_is_remembered(browser: Browser, live: Server) -> None:
         context.close()
 
 
-def test_the_theme_button_follows_the_system_while_the_page_is_open(browser: Browser, live: Server) -> None:
+def test_the_theme_button_follows_the_system_while_the_page_is_open(
+    browser: Browser, live: Server
+) -> None:
     """With no theme chosen here, the page follows the system's scheme, even as it changes; the
     button's words went on offering "Dark theme" on a page already dark."""
     context = browser.new_context(color_scheme="light", base_url=live.url)
@@ -149,7 +160,10 @@ def test_the_theme_button_follows_the_system_while_the_page_is_open(browser: Bro
         page.goto("/")
         assert page.get_by_role("button", name="Switch to the dark theme").is_visible()
         page.emulate_media(color_scheme="dark")
-        assert page.get_by_role("button", name="Switch to the light theme").inner_text() == "Light theme"
+        assert (
+            page.get_by_role("button", name="Switch to the light theme").inner_text()
+            == "Light theme"
+        )
     finally:
         context.close()
 
@@ -169,15 +183,21 @@ def test_choices_by_key_and_focus_on_the_verdict(browser: Browser, live: Server)
         verdict = page.locator("#result .verdict-title")
         expect(verdict).to_be_focused()
         assert re.search(r"attempt=\d+", page.url)
-        assert verdict.evaluate("e => getComputedStyle(e).outlineStyle") != "none"  # answered by keys: the ring shows where
+        assert (
+            verdict.evaluate("e => getComputedStyle(e).outlineStyle") != "none"
+        )  # answered by keys: the ring shows where
     finally:
         context.close()
 
 
-def test_an_answer_given_by_a_tap_lands_on_the_verdict_without_a_ring(browser: Browser, live: Server) -> None:
+def test_an_answer_given_by_a_tap_lands_on_the_verdict_without_a_ring(
+    browser: Browser, live: Server
+) -> None:
     """The verdict takes the focus (for a screen reader); after a tap Chromium still drew its focus
     ring, which looked like a selection gone wrong on a phone (a newcomer's walk)."""
-    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url, has_touch=True, is_mobile=True)
+    context = browser.new_context(
+        viewport={"width": 375, "height": 740}, base_url=live.url, has_touch=True, is_mobile=True
+    )
     page = context.new_page()
     try:
         page.goto(f"/questions/{MC}")
@@ -194,7 +214,9 @@ def test_the_api_docs_work_under_the_csp(browser: Browser, live: Server) -> None
     context = browser.new_context(base_url=live.url)
     page = context.new_page()
     refused: list[str] = []
-    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on(
+        "console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None
+    )
     try:
         page.goto("/docs")
         expect(page.locator(".opblock").first).to_be_visible()
@@ -204,8 +226,10 @@ def test_the_api_docs_work_under_the_csp(browser: Browser, live: Server) -> None
     assert refused == []
 
 
-def test_an_empty_answer_is_refused_where_a_learner_on_a_phone_sees_it(browser: Browser, live: Server) -> None:
-    """"Type what you think it prints first." came back with the page scrolled to the top, the
+def test_an_empty_answer_is_refused_where_a_learner_on_a_phone_sees_it(
+    browser: Browser, live: Server
+) -> None:
+    """ "Type what you think it prints first." came back with the page scrolled to the top, the
     message a screen below the code on a phone: the learner saw the question again and nothing
     else. It is in view now, and nothing was recorded."""
     context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
@@ -220,7 +244,9 @@ def test_an_empty_answer_is_refused_where_a_learner_on_a_phone_sees_it(browser: 
         context.close()
 
 
-def test_the_op_trace_shows_each_ops_dtype_on_a_phone(browser: Browser, live: Server, shots: Path) -> None:
+def test_the_op_trace_shows_each_ops_dtype_on_a_phone(
+    browser: Browser, live: Server, shots: Path
+) -> None:
     """As a table, only the line and the op fitted 375 px: the dtype each op made, the point of
     the trace, was a swipe away (and at 320 px gone). Each op is a card now, all of it in view."""
     context = browser.new_context(viewport={"width": 320, "height": 740}, base_url=live.url)
@@ -238,7 +264,9 @@ def test_the_op_trace_shows_each_ops_dtype_on_a_phone(browser: Browser, live: Se
         context.close()
 
 
-def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browser, live: Server) -> None:
+def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(
+    browser: Browser, live: Server
+) -> None:
     """On a phone a long code line wraps; its continuation started at column 0, so inside an `if`
     it read as a statement outside it (a newcomer's walk). It now starts deeper than the line's own
     indentation (the class `i8`: indented by 8 spaces, set by the server's highlighting)."""
@@ -270,7 +298,9 @@ def test_a_wrapped_code_line_hangs_under_its_own_text_on_a_phone(browser: Browse
         context.close()
 
 
-def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(browser: Browser, live: Server) -> None:
+def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(
+    browser: Browser, live: Server
+) -> None:
     """A dotted call is one word to the browser: on a phone it moved whole under the line's number,
     which stood alone on its row, then broke inside a name (`model.weig` / `ht.grad`), a newcomer's
     walk. It now breaks after a dot, a bracket or a comma, starting on the number's row."""
@@ -278,7 +308,9 @@ def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(brow
 
     line = "print(torch.count_nonzero(model.weight.grad).item(), torch.count_nonzero(model.bias.grad).item())"
     html = str(highlight(line + "\n"))
-    inner = html[html.index('<span id="L-1">') + len('<span id="L-1">') : html.rindex("</span></code>")]
+    inner = html[
+        html.index('<span id="L-1">') + len('<span id="L-1">') : html.rindex("</span></code>")
+    ]
     context = browser.new_context(viewport={"width": 320, "height": 740}, base_url=live.url)
     page = context.new_page()
     try:
@@ -309,13 +341,17 @@ def test_a_wrapped_code_line_breaks_between_names_not_inside_one_on_a_phone(brow
         assert len(rows) > 1, rows  # it does wrap at this width
         assert abs(rows[0][0]) < 8 and rows[0][1].startswith("print("), rows  # on the number's row
         for (_, row), (_, following) in itertools.pairwise(rows):
-            assert row.rstrip()[-1] in ".(,[" and following.lstrip()[0].isalpha(), rows  # between names
+            assert row.rstrip()[-1] in ".(,[" and following.lstrip()[0].isalpha(), (
+                rows
+            )  # between names
         assert "".join(text for _, text in rows) == line
     finally:
         context.close()
 
 
-def test_progress_shows_every_column_and_each_result_on_a_phone(browser: Browser, live: Server) -> None:
+def test_progress_shows_every_column_and_each_result_on_a_phone(
+    browser: Browser, live: Server
+) -> None:
     """As tables, "By topic" showed a phone only the topic and its count of questions, and
     "History" left whether each attempt was right a swipe away (a newcomer's walk): a card each now."""
     context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live.url)
@@ -331,7 +367,9 @@ def test_progress_shows_every_column_and_each_result_on_a_phone(browser: Browser
         context.close()
 
 
-def test_output_wider_than_a_phone_can_be_wrapped(browser: Browser, live: Server, shots: Path) -> None:
+def test_output_wider_than_a_phone_can_be_wrapped(
+    browser: Browser, live: Server, shots: Path
+) -> None:
     """On a phone a run's output was cut at the box's right edge, with nothing to say it scrolls
     sideways (a newcomer's walk). Output wider than its box gets a button that wraps its lines;
     output that fits gets none."""
@@ -339,7 +377,9 @@ def test_output_wider_than_a_phone_can_be_wrapped(browser: Browser, live: Server
     page = context.new_page()
     try:
         page.goto("/run")
-        page.locator("#code").fill('print("short")\nprint("a message long enough to run past the right edge of any phone screen " * 2)')
+        page.locator("#code").fill(
+            'print("short")\nprint("a message long enough to run past the right edge of any phone screen " * 2)'
+        )
         page.get_by_role("button", name="Run").click()
         out = page.locator("#run-panel pre.out.stdout")
         expect(out).to_contain_text("short")
@@ -353,7 +393,9 @@ def test_output_wider_than_a_phone_can_be_wrapped(browser: Browser, live: Server
         page.locator("#code").fill('print("short")')
         page.get_by_role("button", name="Run").click()
         expect(page.locator("#run-panel pre.out.stdout")).to_have_text("short\n")
-        expect(page.locator("#run-panel").get_by_role("button", name="Wrap long lines")).to_have_count(0)
+        expect(
+            page.locator("#run-panel").get_by_role("button", name="Wrap long lines")
+        ).to_have_count(0)
     finally:
         context.close()
 
@@ -367,10 +409,14 @@ def test_an_answer_sent_too_fast_says_when_and_counts_down(browser: Browser, liv
     try:
         page.goto(f"/questions/{PO}")
         page.clock.install()
-        page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # from here the pages' clock moves when the test moves it
+        page.clock.pause_at(
+            page.evaluate("Date.now()") + 1000
+        )  # from here the pages' clock moves when the test moves it
         for _ in range(60):  # a learner's bucket (AMPQUIZ_ANSWERS_PER_MINUTE, 60), spent at once
             # the first is stored; the rest, with its key shown, are practice (graded, not stored): all count
-            assert page.request.post(f"/questions/{PO}", form={"output": "x"}, max_redirects=0).status in (200, 303)
+            assert page.request.post(
+                f"/questions/{PO}", form={"output": "x"}, max_redirects=0
+            ).status in (200, 303)
         page.goto(f"/questions/{PO}")
         page.get_by_label("What does it print?").fill("torch.float16")
         page.get_by_role("button", name="Check answer").click()
@@ -378,23 +424,37 @@ def test_an_answer_sent_too_fast_says_when_and_counts_down(browser: Browser, liv
         button = page.get_by_role("button", name="Check answer")
         expect(button).to_have_attribute("aria-disabled", "true")
         refused_at = time.monotonic()
-        button.click(force=True)  # a tap all the same (Playwright waits out aria-disabled): held back
+        button.click(
+            force=True
+        )  # a tap all the same (Playwright waits out aria-disabled): held back
         expect(page.locator("[data-retry-after]")).to_contain_text("You can send it again in 1 s.")
         page.clock.run_for(1500)
-        expect(page.get_by_role("status").filter(has_text="You can send your answer again now.")).to_be_visible()
-        page.wait_for_timeout(max(0, 1100 - 1000 * (time.monotonic() - refused_at)))  # the server's own second
+        expect(
+            page.get_by_role("status").filter(has_text="You can send your answer again now.")
+        ).to_be_visible()
+        page.wait_for_timeout(
+            max(0, 1100 - 1000 * (time.monotonic() - refused_at))
+        )  # the server's own second
         expect(button).not_to_have_attribute("aria-disabled", "true")
-        expect(page.locator("#answer .notice.error")).to_have_count(0)  # its "wait 1 s" no longer true
-        expect(page.get_by_label("What does it print?")).to_have_value("torch.float16")  # what was typed, kept
+        expect(page.locator("#answer .notice.error")).to_have_count(
+            0
+        )  # its "wait 1 s" no longer true
+        expect(page.get_by_label("What does it print?")).to_have_value(
+            "torch.float16"
+        )  # what was typed, kept
         button.click()
         expect(page.locator("#result")).to_be_visible()
     finally:
         context.close()
 
 
-def test_history_times_are_the_readers_and_the_heading_says_so(browser: Browser, live: Server) -> None:
+def test_history_times_are_the_readers_and_the_heading_says_so(
+    browser: Browser, live: Server
+) -> None:
     """The progress page's times are turned into the reader's zone; the column said "(UTC)" over them."""
-    context = browser.new_context(viewport={"width": 1000, "height": 800}, base_url=live.url, timezone_id="America/New_York")
+    context = browser.new_context(
+        viewport={"width": 1000, "height": 800}, base_url=live.url, timezone_id="America/New_York"
+    )
     page = context.new_page()
     try:
         answered(page, PO, lambda p: p.get_by_label("What does it print?").fill("torch.float32"))

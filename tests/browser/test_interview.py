@@ -39,15 +39,20 @@ def test_an_interviewer_watches_a_candidate_live(
     browser: Browser, server: Server, shots: Path
 ) -> None:
     errors: list[str] = []
-    host_ctx = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900},
-                                   permissions=["clipboard-read", "clipboard-write"])
+    host_ctx = browser.new_context(
+        base_url=server.url,
+        viewport={"width": 1280, "height": 900},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
     host_ctx.set_default_timeout(30_000)
     host = host_ctx.new_page()
     host.on("pageerror", lambda exc: errors.append(str(exc)))
     host.goto(server.instructor_link("ada"))
     host.get_by_role("button", name="Sign in").click()
     host.goto("/studio/interviews/new")
-    host.locator("details.studio-set > summary").first.click()  # a set's questions, folded until opened
+    host.locator(
+        "details.studio-set > summary"
+    ).first.click()  # a set's questions, folded until opened
     host.locator(f'input[value="{PO}"]').check()
     host.locator(f'input[value="{MC}"]').check()
     host.get_by_label("Time limit in minutes").fill("30")
@@ -105,7 +110,9 @@ def test_an_interviewer_watches_a_candidate_live(
         "torch.float32 torch.float32", timeout=LIVE_MS
     )
     # the diff's added line stands out as on a What-if card (it had no colour)
-    expect(run.locator(".interview-diff .d-add")).to_have_text("+print(loss.dtype, y.float().dtype)")
+    expect(run.locator(".interview-diff .d-add")).to_have_text(
+        "+print(loss.dtype, y.float().dtype)"
+    )
     # a prediction over two lines is a block of two lines, not "torch.bfloat16 torch.float32" in a sentence
     expect(po.locator("[data-prediction] pre.interview-output").first).to_have_text(said)
 
@@ -198,7 +205,9 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, shared: Serv
         context.set_default_timeout(30_000)
         page = context.new_page()
         checked = {}
-        if scheme == "light":  # before the start, before and after the prediction; the dark pass sees it answered
+        if (
+            scheme == "light"
+        ):  # before the start, before and after the prediction; the dark pass sees it answered
             page.goto(candidate_url)
             assert overflow(page) <= 0 and axe_violations(page) == [], axe_violations(page)
             page.get_by_role("button", name="Start the interview").click()
@@ -211,7 +220,10 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, shared: Serv
             # A run of edited code: the interviewer's page shows its diff, whose long line
             # pushed that page 85 px wider than a phone.
             code = page.locator("#code")
-            code.fill(code.input_value() + "\nprint('a long line that a phone cannot show whole', torch.float32, torch.bfloat16)\n")
+            code.fill(
+                code.input_value()
+                + "\nprint('a long line that a phone cannot show whole', torch.float32, torch.bfloat16)\n"
+            )
             page.get_by_role("button", name="Run").click()
             expect(page.locator("#run-panel")).to_contain_text("torch.bfloat16")
         checked.update(
@@ -234,7 +246,9 @@ def test_interview_pages_fit_a_phone_and_pass_axe(browser: Browser, shared: Serv
         context.close()
 
 
-def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_runs_out(browser: Browser, shared: Server, shots: Path) -> None:
+def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_runs_out(
+    browser: Browser, shared: Server, shots: Path
+) -> None:
     """The clock sat at the top, 750 px above a phone's answer box, said nothing as time ran low,
     and at 0 left the form and "I need more time" up: a prediction typed on was refused, lost (a
     newcomer's walk). The page's clock is moved on by Playwright's; the server's is the real one."""
@@ -244,7 +258,9 @@ def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_run
         env=server.env, cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     candidate_url = out.stdout.split()[0]
-    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     context.set_default_timeout(30_000)
     page = context.new_page()
     page.clock.install()
@@ -257,18 +273,27 @@ def test_a_candidate_on_a_phone_keeps_the_clock_in_sight_and_is_told_as_time_run
         page.get_by_role("button", name="Lock in my prediction").scroll_into_view_if_needed()
         scrolled = page.evaluate("window.scrollY")
         box = timer.bounding_box()
-        assert scrolled > 300 and box is not None and 0 <= box["y"] <= 2, (scrolled, box)  # at the top of the screen
+        assert scrolled > 300 and box is not None and 0 <= box["y"] <= 2, (
+            scrolled,
+            box,
+        )  # at the top of the screen
         expect(said).to_have_text("One minute left.")  # a one-minute interview: said at once
         expect(page.locator("[data-extend] button")).to_be_visible()
-        left_ms = int(timer.get_attribute("data-left-ms") or 0)  # by the server's clock, when the page was made
+        left_ms = int(
+            timer.get_attribute("data-left-ms") or 0
+        )  # by the server's clock, when the page was made
         assert 15_000 < left_ms <= 60_000, left_ms
         page.clock.run_for(left_ms - 10_000)
         expect(said).to_have_text("Under 15 seconds left.")
         page.get_by_label("What will it print?").fill("torch.float32")
         page.clock.run_for(12_000)
         expect(timer.get_by_role("timer")).to_have_text("Time is up.")
-        expect(said).to_have_text("Lock in what you have now, with how sure you are, or it is lost.")
-        expect(page.locator("[data-extend]")).to_be_hidden()  # the server would refuse more time now
+        expect(said).to_have_text(
+            "Lock in what you have now, with how sure you are, or it is lost."
+        )
+        expect(
+            page.locator("[data-extend]")
+        ).to_be_hidden()  # the server would refuse more time now
         page.screenshot(path=str(shots / "interview-time-up-phone.png"))
     finally:
         context.close()

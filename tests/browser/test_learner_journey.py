@@ -57,12 +57,16 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
     page.get_by_label("What does it print?").press("Control+Enter")
     expect(page.locator("#result")).to_contain_text("Right!")
     expect(page.locator("[data-practice]")).to_contain_text("Practice, not recorded")
-    expect(page.locator("#result [data-practice]")).to_be_in_viewport()  # said with the verdict, on screen
+    expect(
+        page.locator("#result [data-practice]")
+    ).to_be_in_viewport()  # said with the verdict, on screen
     expect(page.locator(".page-head .chip.status-wrong")).to_be_visible()
 
     # The next question, from right under the verdict (the pager repeats it at the end): GradScaler,
     # answered wrong; its run shows the scaler skipping the step.
-    expect(page.locator(".verdict-next").get_by_role("link", name="Next question →")).to_be_in_viewport()
+    expect(
+        page.locator(".verdict-next").get_by_role("link", name="Next question →")
+    ).to_be_in_viewport()
     page.get_by_role("link", name="Next question →").first.click()
     page.get_by_label(re.compile("-inf 65536.0")).check()
     page.get_by_role("button", name="Check answer").click()
@@ -122,7 +126,8 @@ def test_a_new_learner_practises_runs_code_and_comes_back(
         there = india.new_page()
         there.goto(server.url + "/progress")
         expect(there.locator("table.history tbody tr time").first).to_have_text(
-            at.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%Y-%m-%d %H:%M"))
+            at.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%Y-%m-%d %H:%M")
+        )
     finally:
         india.close()
 

@@ -36,7 +36,9 @@ def _studio(folder: Path) -> Iterator[tuple[Server, Path]]:
     bank = folder / "bank"
     shutil.copytree(BANK, bank)
     demo = bank / "amp-demo.yaml"
-    demo.write_text("# The demo set: this comment must survive a save from the studio.\n" + demo.read_text())
+    demo.write_text(
+        "# The demo set: this comment must survive a save from the studio.\n" + demo.read_text()
+    )
     (bank / "planted.yaml").write_text(WRONG_KEY)
     (bank / "broken.yaml").write_text(BROKEN)
     server = Server(folder, bank=bank)
@@ -73,12 +75,18 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Bank status")).to_be_visible()
     planted = page.locator('tr[data-question="planted-wrong-key"]')
-    expect(planted.locator(".proof-chip")).to_have_text("held back", timeout=30_000)  # proved wrong on load
+    expect(planted.locator(".proof-chip")).to_have_text(
+        "held back", timeout=30_000
+    )  # proved wrong on load
     expect(planted).to_contain_text("65504")  # the run's own output, in the diff
     # A fold per set file: the one with a key to look at open, the rest one line each (as one
     # table, the real bank was 44,000 px high on a phone).
-    expect(page.locator("details.studio-set", has_text="planted.yaml")).to_have_attribute("open", "")
-    expect(page.locator("details.studio-set", has_text="amp-demo.yaml")).not_to_have_attribute("open", "")
+    expect(page.locator("details.studio-set", has_text="planted.yaml")).to_have_attribute(
+        "open", ""
+    )
+    expect(page.locator("details.studio-set", has_text="amp-demo.yaml")).not_to_have_attribute(
+        "open", ""
+    )
     expect(page.locator("li.problem").first).to_contain_text("broken.yaml:")
     expect(page.locator("li.problem").first).to_contain_text("half-written")
     expect(page.get_by_role("alert")).to_contain_text("broken.yaml")  # the banner
@@ -108,22 +116,35 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     expect(page.locator("#studio-run")).to_contain_text("Fix the file's problems first (")
     assert len(context.pages) == pages_before
     # The starter's explanation is left to write too: until it is, the file stays out of the bank.
-    expect(page.locator("#problems")).to_contain_text("explanation: still the studio's starter text")
-    yaml.fill(yaml.input_value().replace("source: ''", "source: docs for autocast")
-              .replace("explanation: Why it prints what it prints.", "explanation: Linear runs in bfloat16."))
+    expect(page.locator("#problems")).to_contain_text(
+        "explanation: still the studio's starter text"
+    )
+    yaml.fill(
+        yaml.input_value()
+        .replace("source: ''", "source: docs for autocast")
+        .replace(
+            "explanation: Why it prints what it prints.", "explanation: Linear runs in bfloat16."
+        )
+    )
     # What is left is the answer, which no learner could type empty: taken from a run, below.
-    expect(page.locator("#problems")).to_have_text(re.compile(r"^\d+:\d+: \[studio-made\] answer: is empty: run the code and use its output"))
+    expect(page.locator("#problems")).to_have_text(
+        re.compile(r"^\d+:\d+: \[studio-made\] answer: is empty: run the code and use its output")
+    )
     # Leaving with an unsaved edit asks first (a reload or a tapped link lost it without a word):
     # declined, the page and the edit stay.
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
     page.locator(".studio-nav").get_by_role("link", name="Bank status").click()
     expect(yaml).to_have_value(re.compile("source: docs for autocast"))
-    assert asked == ["beforeunload"] and page.url.endswith("/studio/edit/amp-demo.yaml?new=studio-made")
+    assert asked == ["beforeunload"] and page.url.endswith(
+        "/studio/edit/amp-demo.yaml?new=studio-made"
+    )
     page.get_by_role("button", name="Run it").click()
     expect(page.locator("#studio-run .run pre.stdout")).to_have_text("torch.bfloat16\n")
     verdict = page.locator("#studio-run > p.notice").first
-    expect(verdict).to_contain_text("not checked until the file's problems are fixed")  # no answer yet to check
+    expect(verdict).to_contain_text(
+        "not checked until the file's problems are fixed"
+    )  # no answer yet to check
     page.get_by_role("button", name="Use this output as the answer").click()
     expect(yaml).to_have_value(re.compile(r"answer: '?torch\.bfloat16'?\n"))
     expect(page.locator("#problems")).to_contain_text("No problems.")
@@ -143,7 +164,9 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     page.screenshot(path=str(shots / "studio-editor.png"), full_page=True)
     page.get_by_role("button", name="Save").click()
     expect(page.locator("#save-result")).to_contain_text("Saved amp-demo.yaml.")
-    page.locator(".studio-nav").get_by_role("link", name="Bank status").click()  # saved: leaves without asking
+    page.locator(".studio-nav").get_by_role(
+        "link", name="Bank status"
+    ).click()  # saved: leaves without asking
     expect(page.get_by_role("heading", name="Bank status")).to_be_visible()
     assert asked == ["beforeunload"]
     context.close()
@@ -158,7 +181,9 @@ def test_an_instructor_authors_a_question_a_learner_then_answers(
     learner.set_default_timeout(30_000)
     lp = learner.new_page()
     lp.goto("/questions/studio-made")
-    reload_until_open(lp, "What does it print?", waiting="being checked")  # served at once, then proved
+    reload_until_open(
+        lp, "What does it print?", waiting="being checked"
+    )  # served at once, then proved
     expect(lp.get_by_label("What does it print?")).to_be_visible()
     lp.get_by_label("What does it print?").fill("torch.bfloat16")
     lp.get_by_role("button", name="Check answer").click()
@@ -189,7 +214,7 @@ def test_a_learner_cannot_use_the_studio_api(shared_studio: tuple[Server, Path])
 def test_a_classic_mistake_becomes_a_choice_with_one_click(
     browser: Browser, shared_studio: tuple[Server, Path], shots: Path
 ) -> None:
-    """"Mistakes as choices" runs each classic mistake on the question's code as edited, lists one
+    """ "Mistakes as choices" runs each classic mistake on the question's code as edited, lists one
     wrong choice per distinct outcome, and "Add as choice" puts one under `choices:`, saved with
     the file's comment kept and linting clean."""
     server, bank = shared_studio
@@ -203,10 +228,12 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     # a predict-the-output question: its mistakes are shown, but it has no choices to add them to
     page.locator("#question").select_option("linear-dtype-under-autocast")
     page.get_by_role("button", name="Mistakes as choices").click()
-    expect(page.locator("#studio-distractors")).to_contain_text("Only a multiple-choice question has choices")
-    expect(page.locator('#studio-distractors li.distractor[data-rule="drop-autocast"]')).to_contain_text(
-        "It prints `torch.float32"
+    expect(page.locator("#studio-distractors")).to_contain_text(
+        "Only a multiple-choice question has choices"
     )
+    expect(
+        page.locator('#studio-distractors li.distractor[data-rule="drop-autocast"]')
+    ).to_contain_text("It prints `torch.float32")
     expect(page.get_by_role("button", name="Add as choice").first).to_be_disabled()
 
     page.locator("#question").select_option("gradscaler-skips-inf-step")
@@ -219,7 +246,9 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     expect(dropped).to_contain_text("proved by running that change")
     choice_text = dropped.locator("p").first.inner_text()
     page.evaluate(AXE.read_text())
-    violations = page.evaluate("axe.run('#studio-editor', {resultTypes: ['violations']})")["violations"]
+    violations = page.evaluate("axe.run('#studio-editor', {resultTypes: ['violations']})")[
+        "violations"
+    ]
     assert violations == [], [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in violations]
     page.screenshot(path=str(shots / "studio-distractors.png"), full_page=True)
 
@@ -234,10 +263,14 @@ def test_a_classic_mistake_becomes_a_choice_with_one_click(
     saved = (bank / "amp-demo.yaml").read_text()
     assert saved.startswith("# The demo set: this comment must survive a save from the studio.\n")
     assert ampquiz("lint", str(bank / "amp-demo.yaml")).returncode == 0
-    question = next(q for q in yaml.safe_load(saved)["questions"] if q["id"] == "gradscaler-skips-inf-step")
+    question = next(
+        q for q in yaml.safe_load(saved)["questions"] if q["id"] == "gradscaler-skips-inf-step"
+    )
     assert len(question["choices"]) == 4
     added = question["choices"][-1]
     assert added["text"] == choice_text and added["correct"] is False
-    assert "as if" not in added["text"] and "drop" not in added["text"].lower()  # what it does, not which mistake
+    assert (
+        "as if" not in added["text"] and "drop" not in added["text"].lower()
+    )  # what it does, not which mistake
     assert added["outcome"]["raises"] == "AssertionError"  # what its run showed, checked by running
     assert "The code as written prints `1.0 32768.0`" in added["why"]

@@ -41,7 +41,9 @@ def signed_in(browser: Browser, server: Server, name: str, errors: list[str]) ->
     return page
 
 
-def test_the_second_save_is_shown_the_first_and_both_are_kept(browser: Browser, studio: tuple[Server, Path]) -> None:
+def test_the_second_save_is_shown_the_first_and_both_are_kept(
+    browser: Browser, studio: tuple[Server, Path]
+) -> None:
     server, bank = studio
     errors: list[str] = []
     ada, bob = signed_in(browser, server, "ada", errors), signed_in(browser, server, "bob", errors)

@@ -67,7 +67,9 @@ def live(tmp_path: Path, sandbox_pool: Sandbox) -> Server:
     bank = write_bank(tmp_path / "bank", printed)
     commit_record(bank, sandbox_pool.environment, [QID])
     (report,) = run_mutants([Snippet(CODE)], sandbox_pool)
-    write_mutant_record(bank, sandbox_pool.environment, {QID: report.record_entry()}, records=[], partial=False)
+    write_mutant_record(
+        bank, sandbox_pool.environment, {QID: report.record_entry()}, records=[], partial=False
+    )
     server = Server(tmp_path, bank=bank)
     server.start()
     yield server
@@ -85,16 +87,22 @@ def overflow(page: Page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
 
 
-def test_what_if_cards_after_an_answer(live: Server, page: Page, browser: Browser, shots: Path) -> None:
+def test_what_if_cards_after_an_answer(
+    live: Server, page: Page, browser: Browser, shots: Path
+) -> None:
     answer_wrong(page, live.url)
     cards = page.locator("#what-if .what-if-card")
     expect(page.get_by_role("heading", level=2, name="What if…")).to_be_visible()
     assert cards.count() >= 10
     drop_scale = page.locator('#what-if [data-rule="drop-scale"]')
-    expect(drop_scale).to_contain_text("What if you call backward() on the loss without scaler.scale()?")
+    expect(drop_scale).to_contain_text(
+        "What if you call backward() on the loss without scaler.scale()?"
+    )
     expect(drop_scale.locator(".d-del")).to_have_text("-    scaler.scale(loss).backward()")
     expect(drop_scale.locator(".d-add")).to_have_text("+    loss.backward()")
-    expect(drop_scale.locator(".exception")).to_contain_text("AssertionError at line 15: Attempted unscale_ but _scale is None")
+    expect(drop_scale.locator(".exception")).to_contain_text(
+        "AssertionError at line 15: Attempted unscale_ but _scale is None"
+    )
     clip = page.locator('[data-rule="clip-before-unscale"]')
     expect(clip.locator(".chip")).to_have_text("changes what it does")
     backward = page.locator('[data-rule="backward-inside-autocast"]')
@@ -117,8 +125,12 @@ def test_what_if_cards_after_an_answer(live: Server, page: Page, browser: Browse
             expect(phone.locator("#what-if .what-if-card").first).to_be_visible()
             assert overflow(phone) <= 0, f"{overflow(phone)} px wider than a 375 px phone"
             phone.evaluate(AXE.read_text())
-            violations = phone.evaluate("axe.run(document, {resultTypes: ['violations']})")["violations"]
-            assert violations == [], json.dumps([(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in violations])
+            violations = phone.evaluate("axe.run(document, {resultTypes: ['violations']})")[
+                "violations"
+            ]
+            assert violations == [], json.dumps(
+                [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in violations]
+            )
             phone.locator("#what-if").screenshot(path=str(shots / f"what-if-phone-{scheme}.png"))
             phone.set_viewport_size({"width": 320, "height": 800})
             assert overflow(phone) <= 0, f"{overflow(phone)} px wider than a 320 px screen"

@@ -30,11 +30,16 @@ def test_export_lists_every_question_and_names_every_seed() -> None:
     rows = json.loads(out.stdout)
     assert len(rows) >= 170
     assert len({r["topic"] for r in rows}) >= 16
-    assert {"id", "set_id", "kind", "prompt", "explanation", "source", "requires", "tags"} <= set(rows[0])
+    assert {"id", "set_id", "kind", "prompt", "explanation", "source", "requires", "tags"} <= set(
+        rows[0]
+    )
     sources = " ".join(r["source"] for r in rows)
     seeds = sorted(p.name for p in SEEDS.glob("*.txt")) or [
-        "000_71b29d88a740d8a3.txt", "001_5da5cf10f90ba3f6.txt", "002_370f07d0310bcef2.txt",
-        "003_eee269cef78c8110.txt", "004_e592994df2354fad.txt",
+        "000_71b29d88a740d8a3.txt",
+        "001_5da5cf10f90ba3f6.txt",
+        "002_370f07d0310bcef2.txt",
+        "003_eee269cef78c8110.txt",
+        "004_e592994df2354fad.txt",
     ]
     for seed in seeds:
         assert seed in sources, f"no question names {seed} as its source"
@@ -47,7 +52,9 @@ def test_schema_validates_the_banks_own_files() -> None:
     for path in sorted(BANK.glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"title": "t", "description": "d", "questions": [{"id": "x", "kind": "essay"}]}, schema)
+        jsonschema.validate(
+            {"title": "t", "description": "d", "questions": [{"id": "x", "kind": "essay"}]}, schema
+        )
 
 
 def test_every_cpu_runnable_answer_key_passes() -> None:
@@ -69,7 +76,6 @@ def test_committed_cpu_record_covers_the_bank() -> None:
     assert "stale record" not in out.stdout, out.stdout
 
 
-
 def test_every_key_agrees_with_the_run_learners_are_shown(sandbox_pool: Sandbox) -> None:
     """The live server checks the run a result page shows (explained, as learners see it)
     against the key too, and holds back a key it contradicts (`ProofBook.witness`): every key
@@ -86,9 +92,13 @@ def test_every_key_agrees_with_the_run_learners_are_shown(sandbox_pool: Sandbox)
     assert len(questions) >= 50
 
     def shown(loaded: LoadedQuestion) -> tuple[str, KeyCheck]:
-        run = sandbox_pool.run(loaded.question.code, PROVE_LIMITS, explain=True, device=device_of(loaded))
+        run = sandbox_pool.run(
+            loaded.question.code, PROVE_LIMITS, explain=True, device=device_of(loaded)
+        )
         return loaded.id, check(loaded, run, book.device)
 
     with ThreadPoolExecutor(2) as threads:
-        contradicted = {qid: c.reason for qid, c in threads.map(shown, questions) if c.result != "pass"}
+        contradicted = {
+            qid: c.reason for qid, c in threads.map(shown, questions) if c.result != "pass"
+        }
     assert contradicted == {}

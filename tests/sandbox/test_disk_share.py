@@ -70,11 +70,15 @@ def test_reading_the_disk_goes_no_faster_than_the_cap(sb: Sandbox, uncached_file
     uncached_file.read_bytes()
     host_s = time.perf_counter() - t  # the same read, uncapped: this disk's own speed
     _drop_from_cache(uncached_file)
-    r = sb.run(READ.format(path=str(uncached_file)), limits=Limits(disk_bytes_per_s=8 * MIB, wall_s=20))
+    r = sb.run(
+        READ.format(path=str(uncached_file)), limits=Limits(disk_bytes_per_s=8 * MIB, wall_s=20)
+    )
     assert r.status == "ok", r
     assert "disk-io-cap" in r.environment.protections
     # 24 MiB at 8 MiB/s: 3 s (the first slice may come at once), whatever the disk could do.
-    assert float(r.stdout) >= 2.0, f"read 24 MiB in {r.stdout.strip()} s under an 8 MiB/s cap (the host: {host_s:.2f} s)"
+    assert float(r.stdout) >= 2.0, (
+        f"read 24 MiB in {r.stdout.strip()} s under an 8 MiB/s cap (the host: {host_s:.2f} s)"
+    )
     assert_still_works(sb)
 
 
@@ -83,8 +87,9 @@ def test_what_the_page_cache_holds_is_not_counted(sb: Sandbox, uncached_file: Pa
     uncached_file.read_bytes()  # now in the page cache
     r = sb.run(READ.format(path=str(uncached_file)), limits=Limits(disk_bytes_per_s=1 * MIB))
     assert r.status == "ok", r
-    assert float(r.stdout) < 1.0, f"read 24 MiB from the page cache in {r.stdout.strip()} s under a 1 MiB/s cap"
-
+    assert float(r.stdout) < 1.0, (
+        f"read 24 MiB from the page cache in {r.stdout.strip()} s under a 1 MiB/s cap"
+    )
 
 
 def _cached_fraction(path: Path) -> float:
@@ -94,7 +99,14 @@ def _cached_fraction(path: Path) -> float:
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     size = path.stat().st_size
     pages = -(-size // mmap.PAGESIZE)
     fd = os.open(path, os.O_RDONLY)
@@ -103,7 +115,9 @@ def _cached_fraction(path: Path) -> float:
         assert address not in (None, ctypes.c_void_p(-1).value), "mmap"
         vec = (ctypes.c_ubyte * pages)()
         try:
-            assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vec) == 0, "mincore"
+            assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vec) == 0, (
+                "mincore"
+            )
         finally:
             libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
     finally:
@@ -169,7 +183,11 @@ print("flushed")
 
 
 def test_fsync_on_a_shared_file_sends_the_disk_no_flush(sb: Sandbox) -> None:
-    shared = str(Path(sys.prefix) / "pyvenv.cfg") if (Path(sys.prefix) / "pyvenv.cfg").exists() else os.__file__
+    shared = (
+        str(Path(sys.prefix) / "pyvenv.cfg")
+        if (Path(sys.prefix) / "pyvenv.cfg").exists()
+        else os.__file__
+    )
     before = _flushes_sent_to(shared)
     if before is None:
         pytest.skip(f"{shared} is not on a disk this kernel counts flushes for")

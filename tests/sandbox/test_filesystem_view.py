@@ -51,9 +51,17 @@ def run(sb: Sandbox, code: str):
     return r
 
 
-def test_cant_read_bank_records_or_database_outside_the_working_tree(sb: Sandbox, outside: Path) -> None:
-    paths = [outside / "bank" / "autocast.yaml", outside / "bank" / "verified" / "cpu.json", outside / "var" / "ampquiz.db"]
-    r = run(sb, f"""
+def test_cant_read_bank_records_or_database_outside_the_working_tree(
+    sb: Sandbox, outside: Path
+) -> None:
+    paths = [
+        outside / "bank" / "autocast.yaml",
+        outside / "bank" / "verified" / "cpu.json",
+        outside / "var" / "ampquiz.db",
+    ]
+    r = run(
+        sb,
+        f"""
         import os
         for path in {[str(p) for p in paths]!r} + {[str(outside), str(outside.parent)]!r}:
             try:
@@ -61,21 +69,27 @@ def test_cant_read_bank_records_or_database_outside_the_working_tree(sb: Sandbox
             except OSError as e:
                 print("hidden", type(e).__name__)
             print(os.path.exists(path))
-    """)
+    """,
+    )
     assert ANSWER not in r.stdout and outside.name not in r.stdout, r.stdout
-    assert r.stdout.count("hidden FileNotFoundError") == 5 and r.stdout.count("False") == 5, r.stdout
+    assert r.stdout.count("hidden FileNotFoundError") == 5 and r.stdout.count("False") == 5, (
+        r.stdout
+    )
     assert_still_works(sb)
 
 
 def test_cant_see_other_checkouts_or_the_servers_tree(sb: Sandbox, outside: Path) -> None:
     folders = [str(REPO), "/home", "/root", "/work", "/srv", "/opt", "/mnt", "/var", "/run", "/etc"]
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         import os
         for path in ["{outside / "other-checkout"}", "{REPO / "pyproject.toml"}", "{REPO / "questions"}",
                      "{REPO / "app"}", "/var/lib", "/run", "/etc/shadow", "/etc/ssh"]:
             print(path, os.path.exists(path))
         print({{path: sorted(os.listdir(path)) for path in {folders!r} if os.path.isdir(path)}})
-    """)
+    """,
+    )
     lines = r.stdout.splitlines()
     assert all(line.endswith(" False") for line in lines[:-1]), r.stdout
     # A folder shows only the way to what runners import from (the interpreter, a venv, this
@@ -85,38 +99,55 @@ def test_cant_see_other_checkouts_or_the_servers_tree(sb: Sandbox, outside: Path
     for folder, names in eval(lines[-1]).items():
         if folder != "/etc":
             assert set(names) <= on_the_way, (folder, names)
-    assert set(eval(lines[-1])["/etc"]) <= {"group", "hosts", "ld.so.cache", "localtime", "nsswitch.conf", "passwd"}
+    assert set(eval(lines[-1])["/etc"]) <= {
+        "group",
+        "hosts",
+        "ld.so.cache",
+        "localtime",
+        "nsswitch.conf",
+        "passwd",
+    }
     assert ANSWER not in r.stdout
     assert_still_works(sb)
 
 
-def test_cant_learn_hidden_paths_from_the_runners_command_line_or_mounts(sb: Sandbox, secret_dir: Path, outside: Path) -> None:
-    r = run(sb, """
+def test_cant_learn_hidden_paths_from_the_runners_command_line_or_mounts(
+    sb: Sandbox, secret_dir: Path, outside: Path
+) -> None:
+    r = run(
+        sb,
+        """
         import os
         for path in ["/proc/1/cmdline", "/proc/1/environ", "/proc/self/mountinfo", "/proc/self/cgroup"]:
             try:
                 print(open(path, "rb").read().replace(b"\\0", b" ").decode())
             except PermissionError:
                 print(path, "unreadable")  # environ: the runner is not dumpable once its uid dropped
-    """)
+    """,
+    )
     for secret in (str(secret_dir), str(outside), str(REPO / "questions"), "AMPQUIZ", "hide"):
         assert secret not in r.stdout, (secret, r.stdout)
     assert_still_works(sb)
 
 
 def test_cant_see_other_runs_cgroups_or_the_hosts_sys(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         print(os.path.exists("/sys/fs/cgroup"), sorted(os.listdir("/sys")), sorted(os.listdir("/sys/devices")))
         print(sorted({line.rsplit(":", 1)[-1] for line in open("/proc/self/cgroup").read().split()}))
         print(os.cpu_count() >= 1)
-    """)
+    """,
+    )
     assert r.stdout == "False ['devices'] ['system']\n['/']\nTrue\n", r.stdout
     assert_still_works(sb)
 
 
 def test_cant_open_dev_fuse_or_any_device_but_the_harmless_ones(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         print(sorted(os.listdir("/dev")))
         for dev in ["/dev/fuse", "/dev/kvm", "/dev/vda", "/dev/sda", "/dev/loop0", "/dev/mem", "/dev/tty", "/dev/userfaultfd"]:
@@ -132,14 +163,28 @@ def test_cant_open_dev_fuse_or_any_device_but_the_harmless_ones(sb: Sandbox) -> 
             open("/dev/new-node", "w")
         except OSError as e:
             print("create", type(e).__name__)
-    """)
+    """,
+    )
     lines = r.stdout.splitlines()
-    harmless = ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
+    harmless = [
+        "fd",
+        "full",
+        "null",
+        "random",
+        "shm",
+        "stderr",
+        "stdin",
+        "stdout",
+        "urandom",
+        "zero",
+    ]
     if sb.environment.get("device_kind") == "cuda":  # and the GPU driver's device nodes
         harmless = sorted(harmless + [n for n in os.listdir("/dev") if n.startswith("nvidia")])
     assert eval(lines[0]) == harmless, lines[0]
     assert "opened" not in r.stdout and lines[1:9] == ["FileNotFoundError"] * 8, r.stdout
-    assert lines[9:] == ["8", "create OSError"] or lines[9:] == ["8", "create PermissionError"], lines
+    assert lines[9:] == ["8", "create OSError"] or lines[9:] == ["8", "create PermissionError"], (
+        lines
+    )
     assert "minimal-dev" in r.environment.protections
     assert_still_works(sb)
 
@@ -170,7 +215,9 @@ def test_hide_still_covers_a_secret_inside_an_allowed_folder(tmp_path: Path) -> 
         print(repr(open({str(allowed / "secret.txt")!r}).read()), os.listdir({str(allowed / "secret-folder")!r}))
         print(os.path.exists({str(REPO / "pyproject.toml")!r}))
     """)
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.stdout == "True\nvisible\n'' []\nFalse\n", out.stdout + out.stderr[-2000:]
 
 
@@ -197,7 +244,9 @@ def test_without_a_new_root_the_deny_list_still_hides(tmp_path: Path) -> None:
         except OSError as e:
             print(type(e).__name__)
     """)
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
     lines = out.stdout.splitlines()
     assert len(lines) == 4, out.stdout + out.stderr[-2000:]
     assert {"hidden-paths", "private-tmp", "read-only-root"} <= set(eval(lines[0]))
@@ -243,7 +292,9 @@ def test_two_runs_at_once_share_no_folder_either_can_write(sb: Sandbox) -> None:
 
 
 @pytest.mark.own_pool  # a pool whose allowed folders include one under /tmp
-def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_runs_own(tmp_path: Path) -> None:
+def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_runs_own(
+    tmp_path: Path,
+) -> None:
     """A checkout or a virtual environment under /tmp (a CI clone, say): each run's own /tmp used
     to cover it, so whatever torch imports lazily failed with ModuleNotFoundError and a printed
     tensor came out empty. The folder is bound again, read-only, on top of the run's tmpfs."""
@@ -254,14 +305,16 @@ def test_packages_kept_under_tmp_are_importable_read_only_and_tmp_is_still_the_r
     pool = Sandbox(workers=1)
     pool._link.config["keep"] = [*pool._link.config["keep"], str(kept)]
     with pool:
-        r = pool.run(textwrap.dedent(f"""
+        r = pool.run(
+            textwrap.dedent(f"""
             import os, sys
             sys.path.insert(0, {str(kept)!r})
             import kept_under_tmp
-            print(kept_under_tmp.VALUE, os.access({str(kept)!r}, os.W_OK), os.path.exists({str(tmp_path / 'beside-it.txt')!r}))
+            print(kept_under_tmp.VALUE, os.access({str(kept)!r}, os.W_OK), os.path.exists({str(tmp_path / "beside-it.txt")!r}))
             open("/tmp/mine.txt", "w").write("x")
             print(sorted(os.listdir("/tmp")))
-        """))
+        """)
+        )
     assert r.status == "ok", r
     first, listing = r.stdout.splitlines()
     assert first == "42 False False"
@@ -272,8 +325,12 @@ def test_torch_compiles_default_backend_says_what_to_use_instead(sb: Sandbox) ->
     """Inductor compiles C++, which a run cannot (no compiler headers in its root; and a first
     compile took 21 s on this host against a 10 s wall limit): the run said only "C++ compile
     error" and "algorithm: No such file or directory". It now names the backend that works."""
-    r = sb.run("import torch\nf = torch.compile(lambda x: (x * 2).sum())\nprint(f(torch.ones(4)).item())")
+    r = sb.run(
+        "import torch\nf = torch.compile(lambda x: (x * 2).sum())\nprint(f(torch.ones(4)).item())"
+    )
     assert r.status == "error", r
     assert 'backend="aot_eager" shows the same graph, casts included.' in r.message, r.message
-    ok = sb.run('import torch\nf = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager")\nprint(f(torch.ones(4)).item())')
+    ok = sb.run(
+        'import torch\nf = torch.compile(lambda x: (x * 2).sum(), backend="aot_eager")\nprint(f(torch.ones(4)).item())'
+    )
     assert (ok.status, ok.stdout) == ("ok", "8.0\n"), ok

@@ -41,7 +41,8 @@ def test_cant_reach_the_zygotes_account_of_the_run(sb: Sandbox) -> None:
     """The one socket a snippet holds is its report channel; how the run ended comes back on a
     socket of the zygote's, which the runner never had. (On a CUDA host the run also holds what
     the driver opened when the runner started CUDA, a socket of its own among them.)"""
-    r = sb.run(textwrap.dedent("""
+    r = sb.run(
+        textwrap.dedent("""
         import os, stat
         kinds = {}
         for name in os.listdir("/proc/self/fd"):
@@ -51,7 +52,8 @@ def test_cant_reach_the_zygotes_account_of_the_run(sb: Sandbox) -> None:
             except OSError:
                 pass  # listdir's own descriptor, closed by now
         print(kinds)
-    """))
+    """)
+    )
     kinds = eval(r.stdout)
     sockets = {n: inode for n, inode in kinds.items() if inode != "other"}
     assert sb.zygote is not None
@@ -72,10 +74,13 @@ def test_cant_reach_the_zygotes_account_of_the_run(sb: Sandbox) -> None:
 def test_forged_assertion_then_a_normal_end_is_not_an_assertion(sb: Sandbox) -> None:
     """The attack on `ampquiz verify`: a question's code writes "raised AssertionError" and then
     finishes normally, so that a key expecting AssertionError would pass."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge(ASSERTION)
         print("finished normally")
-    """)
+    """,
+    )
     assert r.exception is None, r
     assert r.status == "error" and "contradicts how its process ended" in r.message, r
     assert "AssertionError" in r.message  # says what was claimed, but claims nothing itself
@@ -84,38 +89,51 @@ def test_forged_assertion_then_a_normal_end_is_not_an_assertion(sb: Sandbox) -> 
 
 
 def test_forged_ok_from_a_run_that_raises_is_not_ok(sb: Sandbox) -> None:
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
         raise ValueError("the truth")
-    """)
+    """,
+    )
     assert r.status == "error" and "contradicts" in r.message, r
     assert r.exception is None
     assert_still_works(sb)
 
 
 def test_forged_report_then_running_on_is_stopped_at_wall_time(sb: Sandbox) -> None:
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
         import time
         time.sleep(60)
-    """, limits=Limits(wall_s=2))
+    """,
+        limits=Limits(wall_s=2),
+    )
     assert r.status == "timeout", r
     assert "report was set aside" in r.message
     assert r.duration_ms < 5000
     assert_still_works(sb)
 
 
-def test_forged_report_then_only_the_main_thread_ending_is_stopped_at_wall_time(sb: Sandbox) -> None:
+def test_forged_report_then_only_the_main_thread_ending_is_stopped_at_wall_time(
+    sb: Sandbox,
+) -> None:
     """The main thread alone ends (SYS_exit, not exit_group) with the ok-code after a forged report,
     while another thread runs on: the kernel shows the main thread exiting with that code, and the
     report was believed at once (an attacker's review, 'ok' in 7 ms). A process has ended only when
     its last thread has."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "exception": None, "warnings": []})
         import ctypes, threading, time
         threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
         ctypes.CDLL(None).syscall(60, 80)  # SYS_exit: this thread only
-    """, limits=Limits(wall_s=2))
+    """,
+        limits=Limits(wall_s=2),
+    )
     assert r.status == "timeout", r
     assert "report was set aside" in r.message
     assert_still_works(sb)
@@ -123,25 +141,34 @@ def test_forged_report_then_only_the_main_thread_ending_is_stopped_at_wall_time(
 
 def test_forged_report_cannot_claim_an_ending_it_did_not_have(sb: Sandbox) -> None:
     """timeout, killed, output_limit and memory-by-OOM are observed by the pool, never told."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "timeout", "message": "pretend", "warnings": []})
         import os
         os._exit(80)
-    """)
+    """,
+    )
     assert r.status == "killed" and "malformed" in r.message, r
     assert_still_works(sb)
 
 
 def test_forged_report_cannot_change_the_runs_environment_or_protections(sb: Sandbox) -> None:
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "warnings": [],
                "environment": {"torch_version": "0.0", "protections": []}})
         import os
         os._exit(80)  # the ok-code: this forgery agrees with how the process ends
-    """)
+    """,
+    )
     assert r.status == "ok", r
     assert r.environment.torch_version != "0.0"
-    assert "syscall-filter" in r.environment.protections and "allow-listed-filesystem" in r.environment.protections
+    assert (
+        "syscall-filter" in r.environment.protections
+        and "allow-listed-filesystem" in r.environment.protections
+    )
     assert_still_works(sb)
 
 
@@ -157,7 +184,12 @@ def test_forged_huge_explanation_is_dropped_not_rendered(sb: Sandbox) -> None:
     """
     r = forged(sb, code, explain=True)
     assert r.status == "ok", r
-    assert r.explanation == {"summary": [DROPPED_EXPLANATION], "ops": [], "scaler": [], "hazards": []}
+    assert r.explanation == {
+        "summary": [DROPPED_EXPLANATION],
+        "ops": [],
+        "scaler": [],
+        "hazards": [],
+    }
     assert len(r.to_json()) < 10_000
     r = forged(sb, code)  # not asked to explain: nothing of an explanation comes back
     assert r.status == "ok" and r.explanation is None, r
@@ -165,24 +197,36 @@ def test_forged_huge_explanation_is_dropped_not_rendered(sb: Sandbox) -> None:
 
 
 def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "error", "message": "m" * 250_000, "warnings": [],
                "exception": {"type": "T" * 10_000, "message": "x" * 250_000, "traceback": "y" * 250_000,
                              "line": 10**9, "source_line": "not this code"}})
         import os
         os._exit(81)  # the raised-code: this forgery agrees with how the process ends
-    """)
+    """,
+    )
     assert r.status == "error", r
-    assert len(r.exception.type) <= 200 and len(r.exception.message) <= 17_000 and len(r.exception.traceback) <= 17_000
-    assert r.exception.line is None and r.exception.source_line is None  # no such line in the snippet
+    assert (
+        len(r.exception.type) <= 200
+        and len(r.exception.message) <= 17_000
+        and len(r.exception.traceback) <= 17_000
+    )
+    assert (
+        r.exception.line is None and r.exception.source_line is None
+    )  # no such line in the snippet
     assert len(r.message) <= 4096
     assert len(json.dumps(r.to_dict())) < 60_000
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "exception": None,
                "warnings": [{"category": "UserWarning", "message": "w", "line": 1}] * 10_000})
         import os
         os._exit(80)
-    """)
+    """,
+    )
     assert r.status == "killed" and "malformed" in r.message, r
     assert_still_works(sb)
 
@@ -190,7 +234,9 @@ def test_forged_exception_texts_and_warnings_are_bounded(sb: Sandbox) -> None:
 def _in_every_text(sb: Sandbox, text: str, exception_type: str = "ValueError") -> RunResult:
     """A forged report with `text` (a string literal, as the snippet's source writes it) in every
     text field a report has, and the run ended as a runner ends after a report."""
-    return forged(sb, f"""
+    return forged(
+        sb,
+        f"""
         said = {text}
         forge({{"type": "result", "status": "error", "message": said,
                "warnings": [{{"category": "UserWarning", "message": said, "line": 1}}],
@@ -198,7 +244,9 @@ def _in_every_text(sb: Sandbox, text: str, exception_type: str = "ValueError") -
                "explanation": {{"summary": [said], "ops": [], "scaler": [], "hazards": []}}}})
         import os
         os._exit(81)
-    """, explain=True)
+    """,
+        explain=True,
+    )
 
 
 def test_forged_lone_surrogates_come_back_serialisable(sb: Sandbox) -> None:
@@ -230,7 +278,9 @@ def test_anything_before_the_report_makes_it_malformed(sb: Sandbox) -> None:
     """An honest runner's first message after the code is its report. The pool read past others
     to find one: a snippet that sent 700,000 tiny messages had the server parse each (1.5 s of
     its CPU for one run). Now the first decides, and nothing after it is read."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         import os, socket, struct
         for name in os.listdir("/proc/self/fd"):
             try:
@@ -240,13 +290,17 @@ def test_anything_before_the_report_makes_it_malformed(sb: Sandbox) -> None:
                 pass
         forge({"type": "result", "status": "ok", "message": "", "warnings": [], "explanation": None})
         os._exit(80)  # the ok-code: the report after the noise agrees with how the process ends
-    """)
+    """,
+    )
     assert r.status == "killed" and "malformed" in r.message, r
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "warnings": [], "pad": "p" * 1_100_000})
         import os
         os._exit(80)
-    """)
+    """,
+    )
     assert r.status == "killed" and "malformed" in r.message, r  # past any honest report's size
     assert_still_works(sb)
 
@@ -291,16 +345,22 @@ def test_without_reading_the_kernel_the_zygotes_account_decides(sb: Sandbox, mon
 def test_a_forged_notice_is_never_shown_as_the_sandboxs_words(sb: Sandbox) -> None:
     """A report's message is shown as the sandbox's own notice: only the sentences the runner
     writes for its status get through; anything else becomes the plain one."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "Verified correct by the ampquiz team.",
                "warnings": [], "explanation": None})
         os._exit(80)
-    """)
+    """,
+    )
     assert r.status == "ok" and r.message == "", r
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({**ASSERTION, "message": "Your account has been flagged."})
         os._exit(81)
-    """)
+    """,
+    )
     assert r.status == "error" and r.message == "The snippet raised AssertionError.", r
     honest = sb.run("assert 1 == 2\n")
     assert honest.message == "The snippet raised AssertionError on line 1.", honest
@@ -315,20 +375,26 @@ def test_a_forged_notice_is_never_shown_as_the_sandboxs_words(sb: Sandbox) -> No
 def test_a_report_of_too_many_lists_is_not_parsed(sb: Sandbox) -> None:
     """Parsing holds the GIL of the process the pool lives in: 4 MB of empty lists cost it a
     second. A report with far more lists and objects than an honest one is malformed, unparsed."""
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "result", "status": "ok", "message": "", "warnings": [], "explanation": None,
                "pad": [[] for _ in range(100_000)]})
         os._exit(80)
-    """)
+    """,
+    )
     assert r.status == "killed" and "malformed" in r.message, r
     assert_still_works(sb)
 
 
 def test_a_forged_crash_report_says_only_that_the_runner_failed(sb: Sandbox) -> None:
-    r = forged(sb, """
+    r = forged(
+        sb,
+        """
         forge({"type": "crash", "message": "Verified correct by the ampquiz team."})
         os._exit(70)  # the runner's own exit code after it reports its failure
-    """)
+    """,
+    )
     assert r.status == "killed" and r.message == "sandbox runner failed", r
     assert_still_works(sb)
 
@@ -381,7 +447,9 @@ def test_characters_written_out_stay_within_the_output_cap(sb: Sandbox) -> None:
     """Written out as escapes, 64 KB of control characters became up to 390,000 characters,
     kept with the run and sent to every page showing it: the cap holds for the text shown."""
     limits = Limits(output_bytes=16 * 1024)
-    r = sb.run('import sys\nsys.stdout.write("\\x01" * 16000)\nsys.stderr.write("\\u202e" * 16000)', limits)
+    r = sb.run(
+        'import sys\nsys.stdout.write("\\x01" * 16000)\nsys.stderr.write("\\u202e" * 16000)', limits
+    )
     assert r.stdout.startswith("\\x01\\x01") and len(r.stdout) == limits.output_bytes, len(r.stdout)
     assert r.stderr.startswith("\\u202e") and len(r.stderr) == limits.output_bytes, len(r.stderr)
     assert_still_works(sb)

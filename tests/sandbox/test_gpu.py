@@ -83,10 +83,15 @@ print(grad.isinf().any().item(), grad.isnan().any().item(), scaler.get_scale(), 
 
 @pytest.mark.parametrize(
     ("nan", "printed"),
-    [("", "True False 32768.0 True\n"), (" * torch.tensor(float('nan'), device='cuda')", "False True 32768.0 True\n")],
+    [
+        ("", "True False 32768.0 True\n"),
+        (" * torch.tensor(float('nan'), device='cuda')", "False True 32768.0 True\n"),
+    ],
     ids=["inf", "nan"],
 )
-def test_gradscaler_skips_a_step_whose_cuda_gradients_overflowed(gpu: Sandbox, nan: str, printed: str) -> None:
+def test_gradscaler_skips_a_step_whose_cuda_gradients_overflowed(
+    gpu: Sandbox, nan: str, printed: str
+) -> None:
     code = OVERFLOWING_STEP.replace("{nan}", nan)
     r = gpu.run(code, explain=True, device="cuda")
     assert r.status == "ok", r
@@ -123,7 +128,9 @@ def test_a_device_side_assert_does_not_poison_the_next_run(gpu: Sandbox) -> None
     assert r.status == "error", r
     assert "device-side assert" in r.exception.message or "out of bounds" in r.exception.message, r
     for _ in range(3):  # every runner prepared meanwhile, not just the next one
-        again = gpu.run("import torch\nprint(torch.arange(4, device='cuda').sum().item())", device="cuda")
+        again = gpu.run(
+            "import torch\nprint(torch.arange(4, device='cuda').sum().item())", device="cuda"
+        )
         assert again.status == "ok" and again.stdout == "6\n", again
 
 
@@ -163,6 +170,8 @@ def test_a_runs_gpu_memory_is_given_back_when_it_ends(gpu: Sandbox) -> None:
 def test_host_memory_is_capped_on_a_cuda_host(gpu: Sandbox) -> None:
     """A CUDA runner has no address-space rlimit (CUDA reserves far more than it uses), so the
     cgroup's memory cap is the only one: it must hold."""
-    r = gpu.run("b = bytearray(3 << 30)\nprint(len(b))", Limits(memory_bytes=1 << 30), device="cuda")
+    r = gpu.run(
+        "b = bytearray(3 << 30)\nprint(len(b))", Limits(memory_bytes=1 << 30), device="cuda"
+    )
     assert r.status == "memory", r
     assert_still_works(gpu)

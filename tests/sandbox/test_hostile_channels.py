@@ -57,8 +57,13 @@ def unix_listener():
 
 
 def test_cant_reach_local_services_over_unix_sockets(sb: Sandbox, unix_listener: Path) -> None:
-    targets = [str(unix_listener), "/run/postgresql/.s.PGSQL.5432", "/var/run/postgresql/.s.PGSQL.5432"]
-    r = sb.run(textwrap.dedent(f"""
+    targets = [
+        str(unix_listener),
+        "/run/postgresql/.s.PGSQL.5432",
+        "/var/run/postgresql/.s.PGSQL.5432",
+    ]
+    r = sb.run(
+        textwrap.dedent(f"""
         import socket
         for path in {targets!r}:
             s = socket.socket(socket.AF_UNIX)
@@ -67,21 +72,24 @@ def test_cant_reach_local_services_over_unix_sockets(sb: Sandbox, unix_listener:
                 print("connected", path)
             except OSError:
                 print("refused")
-    """))
+    """)
+    )
     assert r.status == "ok", r
     assert r.stdout == "refused\n" * 3
     assert_still_works(sb)
 
 
 def test_cant_write_to_world_writable_host_folders(sb: Sandbox) -> None:
-    r = sb.run(textwrap.dedent("""
+    r = sb.run(
+        textwrap.dedent("""
         for path in ["/run/lock/left.txt", "/var/lock/left.txt", "/left.txt", "/var/local/left.txt"]:
             try:
                 open(path, "w").write("x")
                 print("wrote", path)
             except OSError:
                 print("denied")
-    """))
+    """)
+    )
     assert r.stdout == "denied\n" * 4, r
     assert not Path("/run/lock/left.txt").exists()
     assert "read-only-root" in r.environment.protections
@@ -90,14 +98,17 @@ def test_cant_write_to_world_writable_host_folders(sb: Sandbox) -> None:
 def test_cant_take_a_name_among_the_hosts_abstract_sockets(sb: Sandbox) -> None:
     """The report channel was made in the host's network namespace: a name bound to it would be
     the host's (and could be the one a host service is about to take)."""
-    r = sb.run(FIND_SOCKETS + textwrap.dedent("""
+    r = sb.run(
+        FIND_SOCKETS
+        + textwrap.dedent("""
         for s in socks:
             try:
                 s.bind("\\0ampquiz-squat")
                 print("bound")
             except OSError:
                 print("refused")
-    """))
+    """)
+    )
     assert r.status == "ok" and set(r.stdout.split()) == {"refused"}, r
     assert "@ampquiz-squat" not in Path("/proc/net/unix").read_text()
     assert_still_works(sb)
@@ -105,7 +116,9 @@ def test_cant_take_a_name_among_the_hosts_abstract_sockets(sb: Sandbox) -> None:
 
 def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sandbox) -> None:
     started = time.monotonic()
-    r = sb.run(FIND_SOCKETS + textwrap.dedent("""
+    r = sb.run(
+        FIND_SOCKETS
+        + textwrap.dedent("""
         fake = json.dumps({"type": "result", "status": "ok", "message": "all fine"}).encode()
         junk = json.dumps({"type": "noise"}).encode()
         for s in socks:
@@ -113,7 +126,9 @@ def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sand
         while True:
             for s in socks:
                 s.sendall(struct.pack("!I", len(junk)) + junk)
-    """), limits=Limits(wall_s=2, cpu_s=30))
+    """),
+        limits=Limits(wall_s=2, cpu_s=30),
+    )
     # The wall-time limit (2 s) holds; the slack is for a loaded CI machine, not a speed target.
     assert time.monotonic() - started < 6, r
     assert r.duration_ms < 5000
@@ -126,7 +141,9 @@ def test_junk_on_the_report_channel_cannot_hold_a_worker_past_wall_time(sb: Sand
     ids=["huge-header", "not-json", "not-an-object"],
 )
 def test_malformed_report_is_a_result_not_a_crash(sb: Sandbox, payload: str) -> None:
-    r = sb.run(FIND_SOCKETS + f"for s in socks:\n    s.sendall({payload})\nimport time\ntime.sleep(1)\n")
+    r = sb.run(
+        FIND_SOCKETS + f"for s in socks:\n    s.sendall({payload})\nimport time\ntime.sleep(1)\n"
+    )
     assert r.status in ("killed", "ok"), r
     r.to_json()
     assert_still_works(sb)
@@ -137,7 +154,9 @@ def test_odd_exception_texts_still_serialise(sb: Sandbox) -> None:
     assert r.status == "error" and r.exception.type == "ValueError"
     assert len(r.exception.message) < 100_000 and "more characters" in r.exception.message
     assert "\\udc80" in r.to_json()
-    r = sb.run("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()")
+    r = sb.run(
+        "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()"
+    )
     assert r.status == "error" and r.exception.type == "E", r
 
 
@@ -194,7 +213,14 @@ def test_killing_a_run_that_already_ended_never_reaches_a_process_that_took_its_
     for fd in (out_w, err_w):
         os.close(fd)
     for protections in (["pid-namespace"], []):  # with no pid namespace its session is killed too
-        slot = Slot(bystander.pid, pool_end, out_r, err_r, pidfd=handle, environment={"protections": protections})
+        slot = Slot(
+            bystander.pid,
+            pool_end,
+            out_r,
+            err_r,
+            pidfd=handle,
+            environment={"protections": protections},
+        )
         slot.kill()
         time.sleep(0.1)
         assert bystander.poll() is None, "the kill reached the process that reused the runner's pid"
@@ -238,7 +264,10 @@ def test_a_host_that_refuses_what_a_runner_needs_gets_a_clear_error_not_a_hang()
 
 def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
     server = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
             import sys
             from sandbox import Sandbox, Limits
             with Sandbox(workers=1) as sb:
@@ -246,8 +275,11 @@ def test_a_run_dies_with_the_server_that_started_it(tmp_path: Path) -> None:
                 print(sb.zygote.pid, flush=True)
                 sb.run("import os, time\\nif os.fork() == 0:\\n    os.execv('/bin/sleep', ['sleep', '876123'])\\n"
                        "while True:\\n    time.sleep(1)", limits=Limits(wall_s=300))
-        """)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout.readline() == "ready\n"
     zygote = int(server.stdout.readline())

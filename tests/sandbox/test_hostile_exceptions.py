@@ -30,7 +30,9 @@ FIGHTING = {
 
 @pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
 @pytest.mark.parametrize("name", sorted(FIGHTING))
-def test_an_exception_that_fights_being_described_is_still_the_snippets_error(sb: Sandbox, name: str, explain: bool) -> None:
+def test_an_exception_that_fights_being_described_is_still_the_snippets_error(
+    sb: Sandbox, name: str, explain: bool
+) -> None:
     r = sb.run(FIGHTING[name], Limits(wall_s=10), explain=explain)
     assert r.status == "error", (r.status, r.message)
     assert "sandbox" not in r.message and "VERIFIED" not in r.message and "forged" not in r.message
@@ -44,7 +46,7 @@ def test_the_last_exception_of_a_long_chain_is_shown_whole(sb: Sandbox) -> None:
     r = sb.run("import torch\nx = torch.arange(5000)\ntry:\n    assert (x < 0).all(), f'not negative: {x.tolist()}'\n"
                "except AssertionError:\n    raise ValueError('the real error the learner needs to see')\n")  # fmt: skip
     assert r.exception.traceback.endswith(
-        '  File "<snippet>", line 6, in <module>\n    raise ValueError(\'the real error the learner needs to see\')\n'
+        "  File \"<snippet>\", line 6, in <module>\n    raise ValueError('the real error the learner needs to see')\n"
         "ValueError: the real error the learner needs to see\n"
     ), r.exception.traceback[-400:]
     assert "AssertionError: not negative: [0, 1, 2" in r.exception.traceback
@@ -61,10 +63,14 @@ def test_functions_the_explainer_cannot_read_still_run_as_they_do_plainly(sb: Sa
         "    if has_torch_function((x,)):\n        return handle_torch_function(mysoftmax, (x,), x)\n    return x.softmax(0)\n"
         "print(mysoftmax(torch.ones(3)))\n"
     )
-    no_lines = (
-        "import torch\ndef f(x):\n    return torch.add(x, 1)\nf.__code__ = f.__code__.replace(co_linetable=b'')\nprint(f(torch.ones(2)))\n"
-    )
-    for code, printed in ((wrapped, "tensor([0.3333, 0.3333, 0.3333])\n"), (no_lines, "tensor([2., 2.])\n")):
-        plain, explained = sb.run(code, Limits(wall_s=5)), sb.run(code, Limits(wall_s=5), explain=True)
+    no_lines = "import torch\ndef f(x):\n    return torch.add(x, 1)\nf.__code__ = f.__code__.replace(co_linetable=b'')\nprint(f(torch.ones(2)))\n"
+    for code, printed in (
+        (wrapped, "tensor([0.3333, 0.3333, 0.3333])\n"),
+        (no_lines, "tensor([2., 2.])\n"),
+    ):
+        plain, explained = (
+            sb.run(code, Limits(wall_s=5)),
+            sb.run(code, Limits(wall_s=5), explain=True),
+        )
         assert plain.status == explained.status == "ok", (plain.message, explained.message)
         assert plain.stdout == explained.stdout == printed

@@ -23,7 +23,9 @@ def run(sb: Sandbox, code: str, **limits):
 
 
 def test_cant_reach_network(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import socket
         for host, port in [("127.0.0.1", 5432), ("127.0.0.1", 6379), ("8.8.8.8", 53)]:
             try:
@@ -31,7 +33,8 @@ def test_cant_reach_network(sb: Sandbox) -> None:
                 print("connected", host, port)
             except OSError as e:
                 print("refused", host, port)
-    """)
+    """,
+    )
     assert r.status == "ok", r
     assert "connected" not in r.stdout
     assert r.stdout.count("refused") == 3
@@ -40,7 +43,9 @@ def test_cant_reach_network(sb: Sandbox) -> None:
 
 def test_cant_read_server_environment(sb: Sandbox) -> None:
     assert os.environ[SECRET_ENV] == "hunter2"
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         import os, glob
         print(os.environ.get("{SECRET_ENV}"))
         leaked = []
@@ -51,7 +56,8 @@ def test_cant_read_server_environment(sb: Sandbox) -> None:
             except OSError:
                 pass
         print(leaked)
-    """)
+    """,
+    )
     assert r.status == "ok", r
     assert r.stdout == "None\n[]\n"
     assert_still_works(sb)
@@ -59,13 +65,16 @@ def test_cant_read_server_environment(sb: Sandbox) -> None:
 
 def test_cant_read_database_or_config_files(sb: Sandbox, secret_dir: Path) -> None:
     targets = [secret_dir / "ampquiz.db", secret_dir / "config.env", REPO / "pyproject.toml"]
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         for path in {[str(t) for t in targets]!r}:
             try:
                 print(open(path).read()[:20])
             except OSError as e:
                 print("hidden", type(e).__name__)
-    """)
+    """,
+    )
     assert r.status == "ok", r
     assert "hunter2" not in r.stdout and "learner" not in r.stdout and "[project]" not in r.stdout
     assert r.stdout.count("hidden") == 3
@@ -73,7 +82,9 @@ def test_cant_read_database_or_config_files(sb: Sandbox, secret_dir: Path) -> No
 
 
 def test_cant_leave_files_for_next_run(sb: Sandbox) -> None:
-    first = run(sb, """
+    first = run(
+        sb,
+        """
         import os
         for path in ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/var/tmp/left.txt"]:
             try:
@@ -81,12 +92,16 @@ def test_cant_leave_files_for_next_run(sb: Sandbox) -> None:
             except OSError:
                 pass
         print(os.getcwd())
-    """)
+    """,
+    )
     assert first.status == "ok", first
-    second = run(sb, """
+    second = run(
+        sb,
+        """
         import os
         print([p for p in ["left.txt", "/tmp/left.txt", "/dev/shm/left.txt", "/var/tmp/left.txt"] if os.path.exists(p)])
-    """)
+    """,
+    )
     assert second.stdout == "[]\n", second
 
 
@@ -172,7 +187,9 @@ def test_cant_read_the_hosts_counters_in_proc_or_sys(sb: Sandbox) -> None:
     counters, every disk's I/O, the boot id) told a run how busy the host was, and so what other
     runs were doing; its /sys holds copies of what the CPUs are, not the live counters beside
     them. What a snippet reads of itself is still there, and the CPU count is right."""
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         for name in ("loadavg", "stat", "meminfo", "vmstat", "diskstats", "interrupts", "pressure/io",
                      "sys/kernel/random/boot_id", "cmdline", "uptime", "net/sockstat", "sys/fs/dentry-state"):
@@ -184,28 +201,38 @@ def test_cant_read_the_hosts_counters_in_proc_or_sys(sb: Sandbox) -> None:
         print("self", len(open("/proc/self/status").read()) > 0, len(os.listdir("/proc/self/fd")) > 0,
               os.path.exists("/proc/self/net/snmp"), os.path.exists("/proc/1/cmdline"))
         print("cpus", os.cpu_count())
-    """)
+    """,
+    )
     assert r.status == "ok", r
-    if r.environment.device_kind == "cuda":  # the driver reads /proc/driver/nvidia: not tried with the subset yet
+    if (
+        r.environment.device_kind == "cuda"
+    ):  # the driver reads /proc/driver/nvidia: not tried with the subset yet
         assert "proc-pids-only" not in r.environment.protections
         return
     assert "proc-pids-only" in r.environment.protections
     seen = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert {name: shown for name, shown in seen.items() if shown == "True"} == {}, r.stdout
-    assert seen.pop("self") == "True True True True" and seen.pop("cpus") == str(os.cpu_count()), r.stdout
-    assert seen.pop("sys") == f"{Path('/sys/devices/system/cpu/online').read_text().strip()} True", r.stdout
+    assert seen.pop("self") == "True True True True" and seen.pop("cpus") == str(os.cpu_count()), (
+        r.stdout
+    )
+    assert (
+        seen.pop("sys") == f"{Path('/sys/devices/system/cpu/online').read_text().strip()} True"
+    ), r.stdout
     assert set(seen.values()) == {"False"}, r.stdout
 
 
 def test_cant_write_outside_private_dirs(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         for path in ["/etc/ampquiz-owned", "/usr/lib/ampquiz-owned"]:
             try:
                 open(path, "w").write("x")
                 print("wrote", path)
             except OSError:
                 print("denied")
-    """)
+    """,
+    )
     assert r.stdout == "denied\ndenied\n", r
     assert not Path("/etc/ampquiz-owned").exists()
 
@@ -214,14 +241,17 @@ def test_holds_no_descriptor_but_its_output_and_report(sb: Sandbox) -> None:
     """Everything the zygote and the runner's preparation opened (the pool's sockets, pipes of
     other runs, the namespace handles, /proc listings) is closed before the snippet runs: it holds
     stdin, stdout, stderr and its own report socket, nothing else (on a CPU host)."""
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         for name in sorted(os.listdir("/proc/self/fd"), key=int):
             try:
                 print(name, os.readlink(f"/proc/self/fd/{name}").split(":")[0])
             except OSError:
                 pass  # the listing's own descriptor, gone by now
-    """)
+    """,
+    )
     assert r.status == "ok", r
     held = dict(line.split() for line in r.stdout.splitlines())
     report = [fd for fd in held if fd not in ("0", "1", "2")]
@@ -238,7 +268,9 @@ def test_infinite_loop_stopped_at_cpu_limit(sb: Sandbox) -> None:
 
 
 def test_sleep_stopped_at_wall_time(sb: Sandbox) -> None:
-    r = run(sb, "import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')", wall_s=1)
+    r = run(
+        sb, "import time\nprint('before', flush=True)\ntime.sleep(60)\nprint('after')", wall_s=1
+    )
     assert r.status == "timeout", r
     assert "wall-time" in r.message
     assert r.stdout == "before\n"
@@ -247,14 +279,19 @@ def test_sleep_stopped_at_wall_time(sb: Sandbox) -> None:
 
 
 def test_fork_bomb_contained(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-    """, wall_s=3, processes=16)
+    """,
+        wall_s=3,
+        processes=16,
+    )
     assert r.status in ("timeout", "error", "killed"), r
     assert_still_works(sb)
     assert sb.zygote is not None
@@ -284,11 +321,15 @@ def test_stdout_flood_cut_at_output_bytes(sb: Sandbox) -> None:
 
 
 def test_huge_file_write_stopped(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         with open("big.bin", "wb") as f:
             for _ in range(200):
                 f.write(b"0" * (1 << 20))
-    """, file_bytes=1 << 20)
+    """,
+        file_bytes=1 << 20,
+    )
     assert r.status == "error", r
     assert "File too large" in r.exception.message
     assert_still_works(sb)
@@ -297,15 +338,20 @@ def test_huge_file_write_stopped(sb: Sandbox) -> None:
 def test_kill_everything_harms_nothing_outside_the_run(sb: Sandbox) -> None:
     probe = sb.run("print('probe')")
     # os.kill(-1, 9) as root outside a pid namespace would kill every process on the machine.
-    assert "pid-namespace" in probe.environment.protections, "no pid namespace here: refusing to run kill(-1)"
-    r = run(sb, """
+    assert "pid-namespace" in probe.environment.protections, (
+        "no pid namespace here: refusing to run kill(-1)"
+    )
+    r = run(
+        sb,
+        """
         import os, signal
         try:
             os.kill(-1, signal.SIGKILL)
             print("sent")
         except ProcessLookupError:
             print("no other process visible")
-    """)
+    """,
+    )
     assert r.status == "ok" and r.stdout == "no other process visible\n", r
     r = run(sb, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('still here')")
     assert r.status in ("ok", "killed"), r
@@ -314,7 +360,9 @@ def test_kill_everything_harms_nothing_outside_the_run(sb: Sandbox) -> None:
 
 
 def test_double_forked_setsid_child_ignoring_sigterm_is_gone_after_run(sb: Sandbox) -> None:
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os, signal
         if os.fork() == 0:
             os.setsid()
@@ -323,7 +371,8 @@ def test_double_forked_setsid_child_ignoring_sigterm_is_gone_after_run(sb: Sandb
                 os.execv("/bin/sleep", ["sleep", "987654"])
             os._exit(0)
         print("parent done")
-    """)
+    """,
+    )
     assert r.status == "ok", r
 
     def sleepers() -> list[str]:
@@ -350,7 +399,9 @@ def test_double_forked_setsid_child_ignoring_sigterm_is_gone_after_run(sb: Sandb
     ],
     ids=["os._exit", "SystemExit", "segfault", "KeyboardInterrupt"],
 )
-def test_abrupt_endings_are_reported_not_pool_crashes(sb: Sandbox, code: str, status: str, words: str) -> None:
+def test_abrupt_endings_are_reported_not_pool_crashes(
+    sb: Sandbox, code: str, status: str, words: str
+) -> None:
     r = run(sb, code)
     assert r.status == status, r
     assert words in (r.message + (r.exception.type if r.exception else ""))
@@ -358,12 +409,15 @@ def test_abrupt_endings_are_reported_not_pool_crashes(sb: Sandbox, code: str, st
 
 
 @pytest.mark.parametrize("close_range", ["kernel", "missing"])
-def test_close_fds_keeps_exactly_what_it_is_told(close_range: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_close_fds_keeps_exactly_what_it_is_told(
+    close_range: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`isolation.close_fds`, in a child of this process: by close_range(2) gaps, and by the
     /proc/self/fd listing where the kernel has no close_range (before 5.9)."""
     from sandbox import isolation
 
     if close_range == "missing":
+
         class NoCloseRange:
             def syscall(self, *args: object) -> int:
                 return -1  # ENOSYS

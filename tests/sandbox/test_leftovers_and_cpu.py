@@ -26,7 +26,11 @@ def cgroup_dirs_of(pid: int) -> list[Path]:
     for line in (Path("/proc") / str(pid) / "cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         if "ampquiz-run-" in path:
-            hierarchy = CGROUP_ROOT / controllers.split(",")[0].removeprefix("name=") if controllers else CGROUP_ROOT
+            hierarchy = (
+                CGROUP_ROOT / controllers.split(",")[0].removeprefix("name=")
+                if controllers
+                else CGROUP_ROOT
+            )
             dirs.append(hierarchy / path.lstrip("/"))
     return dirs
 
@@ -139,7 +143,9 @@ def test_runners_being_prepared_cant_take_the_cpu_from_a_run(sb: Sandbox) -> Non
     found = processes_with_argument("765441")
     assert found, result
     # Read while the run lives: once its result is in, its cgroup is removed.
-    running = {str(d): _cpu_weight(d) for d in cgroup_dirs_of(found[0]) if _cpu_weight(d) is not None}
+    running = {
+        str(d): _cpu_weight(d) for d in cgroup_dirs_of(found[0]) if _cpu_weight(d) is not None
+    }
     assert running, "the run's cgroup has no CPU weight to read"
     prepared = [
         d / c.name
@@ -210,7 +216,8 @@ def test_a_runs_own_folders_hold_a_bounded_number_of_files(sb: Sandbox) -> None:
     behind, one a run). Each holds at most TMP_INODES files now."""
     from sandbox.filesystem import TMP_INODES
 
-    r = sb.run(textwrap.dedent(f"""
+    r = sb.run(
+        textwrap.dedent(f"""
         import errno, os
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):
             made = 0
@@ -221,8 +228,14 @@ def test_a_runs_own_folders_hold_a_bounded_number_of_files(sb: Sandbox) -> None:
                 print(folder, errno.errorcode[exc.errno], made <= {TMP_INODES})
             else:
                 print(folder, "made them all")
-    """), Limits(wall_s=60, cpu_s=60))
-    assert r.stdout.splitlines() == ["/tmp ENOSPC True", "/var/tmp ENOSPC True", "/dev/shm ENOSPC True"], r
+    """),
+        Limits(wall_s=60, cpu_s=60),
+    )
+    assert r.stdout.splitlines() == [
+        "/tmp ENOSPC True",
+        "/var/tmp ENOSPC True",
+        "/dev/shm ENOSPC True",
+    ], r
     assert_still_works(sb)
 
 
@@ -239,13 +252,18 @@ def test_a_sweep_leaves_a_living_pools_cgroups_and_a_slow_removal_is_tried_again
         pytest.skip("no cgroup this test process may create here")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    alive_name, dead_name = f"ampquiz-run-{os.getpid()}-0-sweeptest", f"ampquiz-run-{dead.pid}-0-sweeptest"
+    alive_name, dead_name = (
+        f"ampquiz-run-{os.getpid()}-0-sweeptest",
+        f"ampquiz-run-{dead.pid}-0-sweeptest",
+    )
     made = [base / name for base in factory.bases.values() for name in (alive_name, dead_name)]
     for d in made:
         d.mkdir()
     try:
         factory.sweep()
-        assert all(d.exists() == (d.name == alive_name) for d in made), [(d, d.exists()) for d in made]
+        assert all(d.exists() == (d.name == alive_name) for d in made), [
+            (d, d.exists()) for d in made
+        ]
     finally:
         for d in made:
             if d.exists():

@@ -22,7 +22,10 @@ def zygotes_of_this_process() -> set[int]:
     for entry in Path("/proc").iterdir():
         try:
             stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"sandbox.zygote" in (entry / "cmdline").read_bytes():
+            if (
+                int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
+                and b"sandbox.zygote" in (entry / "cmdline").read_bytes()
+            ):
                 found.add(int(entry.name))
         except (OSError, ValueError, IndexError):
             continue
@@ -51,7 +54,16 @@ def test_a_zygote_that_exits_while_starting_says_it_exited_with_its_code() -> No
         from sandbox import Sandbox
         Sandbox(workers=1, zygote_timeout_s=600).start()
     """)
-    out = subprocess.run([sys.executable, "-c", start], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", start],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode != 0
-    assert "SandboxError: the sandbox zygote exited with code 1 while starting" in out.stderr, out.stderr[-2000:]
+    assert "SandboxError: the sandbox zygote exited with code 1 while starting" in out.stderr, (
+        out.stderr[-2000:]
+    )
     assert "did not start within" not in out.stderr

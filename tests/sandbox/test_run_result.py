@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_output_and_environment(sb: Sandbox) -> None:
-    r = sb.run("import torch\nwith torch.autocast('cpu', dtype=torch.float16):\n    print(torch.nn.Linear(2, 2)(torch.ones(1, 2)).dtype)")
+    r = sb.run(
+        "import torch\nwith torch.autocast('cpu', dtype=torch.float16):\n    print(torch.nn.Linear(2, 2)(torch.ones(1, 2)).dtype)"
+    )
     assert r.status == "ok" and r.stdout == "torch.float16\n"
     import torch
 
@@ -79,7 +81,9 @@ torch.nn.functional.softmax(x)
 
 
 @pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
-def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
+def test_warnings_are_those_a_fresh_python_shows(
+    sb: Sandbox, tmp_path: Path, explain: bool
+) -> None:
     """A snippet runs under the warning filters of a fresh `python snippet.py` that imported
     torch: a warning raised in a loop is shown (and recorded) once, library deprecations and
     ResourceWarnings stay hidden, torch's own filters hold. Under the filter "always" the run
@@ -89,14 +93,20 @@ def test_warnings_are_those_a_fresh_python_shows(sb: Sandbox, tmp_path: Path, ex
     line, so the same warning from two lines was shown once, and counted once."""
     script = tmp_path / "snippet.py"
     script.write_text(WARNING_PRONE)
-    fresh = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
-    shown = sorted((m[3], m[4]) for m in re.finditer(r"^(.*?):(\d+): (\w+): (.*)$", fresh.stderr, re.MULTILINE))
+    fresh = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True
+    )
+    shown = sorted(
+        (m[3], m[4]) for m in re.finditer(r"^(.*?):(\d+): (\w+): (.*)$", fresh.stderr, re.MULTILINE)
+    )
     r = sb.run(WARNING_PRONE, explain=explain)
     assert r.status == "ok", r.message
     assert r.stdout == fresh.stdout and r.stdout.startswith("1\n") and "4 [" in r.stdout
     assert sorted((w.category, w.message) for w in r.warnings) == shown
     assert {w.message for w in r.warnings} >= {"careful", "mine"}
-    assert not {"old", "closed", "torch::jit::fuser::cuda is gone"} & {w.message for w in r.warnings}
+    assert not {"old", "closed", "torch::jit::fuser::cuda is gone"} & {
+        w.message for w in r.warnings
+    }
 
 
 SCRIPT_LIKE = """\
@@ -132,7 +142,9 @@ raise SystemExit("stopping: non-finite loss")
 
 
 @pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
-def test_a_snippet_runs_as_a_script_does_from_its_first_line_to_the_interpreters_end(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
+def test_a_snippet_runs_as_a_script_does_from_its_first_line_to_the_interpreters_end(
+    sb: Sandbox, tmp_path: Path, explain: bool
+) -> None:
     """The snippet is `__main__` (its classes pickle, `dataclasses` and `get_type_hints` find its
     names), `sys.argv` is its own, its folder is on the path; after its last line the interpreter's
     shutdown happens (a thread still running is waited for, `atexit`, finalisers, the message of
@@ -140,10 +152,19 @@ def test_a_snippet_runs_as_a_script_does_from_its_first_line_to_the_interpreters
     PicklingError, argparse read the zygote's arguments, and nothing after the last line ran."""
     for code in (SCRIPT_LIKE, SHUTDOWN):
         (tmp_path / "snippet.py").write_text(code)
-        fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+        fresh = subprocess.run(
+            [sys.executable, "snippet.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         r = sb.run(code, explain=explain)
         assert r.stdout == fresh.stdout, (r.status, r.message, r.stderr)
-    assert "torch.bfloat16\n['dtype'] <class 'torch.dtype'>\ntorch.bfloat16\n42 None True\n" == sb.run(SCRIPT_LIKE).stdout
+    assert (
+        "torch.bfloat16\n['dtype'] <class 'torch.dtype'>\ntorch.bfloat16\n42 None True\n"
+        == sb.run(SCRIPT_LIKE).stdout
+    )
     assert r.stdout == "main done\nthread done\nbye from atexit\nfinalised at shutdown\n"
     assert r.stderr == fresh.stderr == "stopping: non-finite loss\n" and r.status == "error"
 
@@ -173,18 +194,28 @@ print(type(w).__name__, w.dtype)
 """
 
 
-def test_an_explained_run_prints_what_the_snippets_own_modes_and_subclasses_print(sb: Sandbox, tmp_path: Path) -> None:
+def test_an_explained_run_prints_what_the_snippets_own_modes_and_subclasses_print(
+    sb: Sandbox, tmp_path: Path
+) -> None:
     """The explainer's own tensor work (its overflow checks: `abs`, `aminmax`, `item` after every
     low-precision op; its reads of the inputs' dtypes) is hidden from the snippet's dispatch modes
     (a logging TorchDispatchMode, torch's DebugMode) and its tensor subclasses: learners are shown
     the explained run, which printed those ops among the snippet's own."""
     (tmp_path / "snippet.py").write_text(OWN_MODES)
-    fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    fresh = subprocess.run(
+        [sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
     r = sb.run(OWN_MODES, explain=True)
     assert r.status == "ok", r.message
     assert r.stdout == fresh.stdout
-    assert "aten.addmm.default torch.bfloat16" in r.stdout and "aminmax" not in r.stdout and r.stdout.count("tf:") == 2
-    assert r.explanation is not None and any(op["name"] == "torch.mm" for op in r.explanation["ops"])
+    assert (
+        "aten.addmm.default torch.bfloat16" in r.stdout
+        and "aminmax" not in r.stdout
+        and r.stdout.count("tf:") == 2
+    )
+    assert r.explanation is not None and any(
+        op["name"] == "torch.mm" for op in r.explanation["ops"]
+    )
 
 
 CHAINED = """\
@@ -203,26 +234,36 @@ except RuntimeError as e:
 
 
 @pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
-def test_an_exception_is_shown_with_its_cause_and_notes_as_python_prints_it(sb: Sandbox, tmp_path: Path, explain: bool) -> None:
+def test_an_exception_is_shown_with_its_cause_and_notes_as_python_prints_it(
+    sb: Sandbox, tmp_path: Path, explain: bool
+) -> None:
     """`raise ... from err` is shown with the error it was raised from, and a note added to it
     under its message, in Python's words: shown alone, the last exception lost its cause."""
     (tmp_path / "snippet.py").write_text(CHAINED)
-    fresh = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    fresh = subprocess.run(
+        [sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     r = sb.run(CHAINED, explain=explain)
     assert r.status == "error" and r.exception.type == "RuntimeError" and r.exception.line == 6
-    assert r.exception.traceback == fresh.stderr.replace(f'"{tmp_path / "snippet.py"}"', '"<snippet>"')
+    assert r.exception.traceback == fresh.stderr.replace(
+        f'"{tmp_path / "snippet.py"}"', '"<snippet>"'
+    )
     assert "KeyError: 'scaler'\n\nThe above exception was the direct cause" in r.exception.traceback
 
 
 @pytest.mark.parametrize("explain", [False, True], ids=["plain", "explained"])
-def test_a_warning_quoting_a_stack_quotes_the_snippets_frames_only(sb: Sandbox, explain: bool) -> None:
+def test_a_warning_quoting_a_stack_quotes_the_snippets_frames_only(
+    sb: Sandbox, explain: bool
+) -> None:
     """Anomaly mode's warning quotes the forward call's stack: as in a fresh python it starts at
     the snippet's line. The runner's frames (runpy, the zygote, the exec) came first, and the
     warning's length cap then cut off the snippet's line, the one it was quoted for."""
     r = sb.run("import torch\nx = torch.zeros(3, requires_grad=True)\nwith torch.autograd.detect_anomaly():\n"
                "    y = x / x\n    y.sum().backward()\n", explain=explain)  # fmt: skip
     quoted = next(w.message for w in r.warnings if "Traceback of forward call" in w.message)
-    assert quoted.split("caused the error:\n")[1].startswith('  File "<snippet>", line 4, in <module>\n    y = x / x\n'), quoted
+    assert quoted.split("caused the error:\n")[1].startswith(
+        '  File "<snippet>", line 4, in <module>\n    y = x / x\n'
+    ), quoted
     assert "runpy" not in quoted and "sandbox" not in quoted and quoted.count('File "') == 1
 
 
@@ -264,7 +305,12 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
     and a seeded run draws exactly what a seeded fresh process draws."""
     draw = "import torch\nprint(torch.rand(3), torch.randn(2))\n"
     runs = {sb.run(draw).stdout for _ in range(3)}
-    fresh = {subprocess.run([sys.executable, "-c", draw], capture_output=True, text=True, check=True).stdout for _ in range(2)}
+    fresh = {
+        subprocess.run(
+            [sys.executable, "-c", draw], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    }
     if len(fresh) == 1:
         assert runs == fresh
     else:
@@ -273,10 +319,16 @@ def test_random_numbers_behave_as_in_a_fresh_python(sb: Sandbox) -> None:
     assert len({sb.run("import numpy\nprint(numpy.random.rand())").stdout for _ in range(3)}) == 3
     # NumPy's generator is set as its own seeding sets it: its first word, position, no cached gaussian
     shape = "import numpy\ns = numpy.random.get_state()\nprint(s[0], hex(s[1][0]), s[2:])\n"
-    fresh_shape = subprocess.run([sys.executable, "-c", shape], capture_output=True, text=True, check=True).stdout
+    fresh_shape = subprocess.run(
+        [sys.executable, "-c", shape], capture_output=True, text=True, check=True
+    ).stdout
     assert sb.run(shape).stdout == fresh_shape == "MT19937 0x80000000 (623, 0, 0.0)\n"
-    seeded = "import torch\ntorch.manual_seed(0)\nprint(torch.rand(3), torch.nn.Linear(2, 1).weight)\n"
-    again = subprocess.run([sys.executable, "-c", seeded], capture_output=True, text=True, check=True)
+    seeded = (
+        "import torch\ntorch.manual_seed(0)\nprint(torch.rand(3), torch.nn.Linear(2, 1).weight)\n"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", seeded], capture_output=True, text=True, check=True
+    )
     assert sb.run(seeded).stdout == again.stdout
 
 
@@ -295,8 +347,15 @@ def test_sandbox_package_never_imports_app() -> None:
         for line in path.read_text().splitlines():
             assert not line.lstrip().startswith(("import app", "from app")), f"{path.name}: {line}"
     out = subprocess.run(
-        [sys.executable, "-c", "import sys, sandbox, sandbox.zygote, sandbox.execute; print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))"],
-        capture_output=True, text=True, check=True, cwd=REPO,
+        [
+            sys.executable,
+            "-c",
+            "import sys, sandbox, sandbox.zygote, sandbox.execute; print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
     )
     assert out.stdout.strip() == "[]"
 
@@ -313,7 +372,9 @@ def test_zygote_and_runner_never_load_the_pool() -> None:
         "from sandbox import Sandbox, RunResult\n"
         "print(Sandbox.__module__, RunResult.__module__)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert out.stdout.splitlines() == ["[]", "True", "sandbox.pool sandbox.result"]
 
 
@@ -323,12 +384,17 @@ def test_needs_cuda_is_one_answer_for_every_caller() -> None:
     assert r.status == "unavailable"
     assert r.message == "This question's code needs a CUDA GPU; this server has none."
     assert r.environment == Environment(torch_version="2.9.0", device_kind="cpu")
-    assert RunResult.needs_cuda(r.environment).message == "This snippet needs a CUDA GPU; this server has none."
+    assert (
+        RunResult.needs_cuda(r.environment).message
+        == "This snippet needs a CUDA GPU; this server has none."
+    )
     assert Environment.from_dict(env) == r.environment  # unknown keys are ignored, known ones kept
 
 
 def test_modules_torch_imports_lazily_stay_importable(sb: Sandbox) -> None:
     """Hiding the server's tree (even a checkout under /tmp) must not hide the interpreter and torch."""
-    r = sb.run("import torch.utils.benchmark, torch._subclasses.schema_check_mode\nprint(torch.ones(2))")
+    r = sb.run(
+        "import torch.utils.benchmark, torch._subclasses.schema_check_mode\nprint(torch.ones(2))"
+    )
     assert r.status == "ok", r
     assert r.stdout == "tensor([1., 1.])\n"

@@ -18,7 +18,9 @@ Explain = Callable[[str], tuple[str, dict[str, Any]]]
 """`explain(code) -> (stdout, report)`, as the `explain` fixture gives it."""
 
 
-def explain_in(pool: Sandbox, code: str, limits: Limits | None = None) -> tuple[str, dict[str, Any]]:
+def explain_in(
+    pool: Sandbox, code: str, limits: Limits | None = None
+) -> tuple[str, dict[str, Any]]:
     """Run a snippet in the sandbox with explain=True; return (stdout, report)."""
     result = pool.run(textwrap.dedent(code), limits, explain=True)
     assert result.status in ("ok", "error"), result

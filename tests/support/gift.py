@@ -69,11 +69,13 @@ def _unescape(raw: str, where: str) -> str:
             elif nxt == "n":
                 out.append("\n")
             else:
-                raise GiftError(f"{where}: unknown escape \\{nxt} in {raw[max(0, i - 20):i + 20]!r}")
+                raise GiftError(
+                    f"{where}: unknown escape \\{nxt} in {raw[max(0, i - 20) : i + 20]!r}"
+                )
             i += 2
             continue
         if c in ESCAPABLE:
-            raise GiftError(f"{where}: unescaped {c!r} in {raw[max(0, i - 30):i + 30]!r}")
+            raise GiftError(f"{where}: unescaped {c!r} in {raw[max(0, i - 30) : i + 30]!r}")
         out.append(c)
         i += 1
     return "".join(out)
@@ -168,7 +170,9 @@ def _question(block: str, category: str | None, comments: list[str], where: str)
     if closing < 0:
         raise GiftError(f"{where}: an answer block without its closing '}}'")
     if rest[closing + 1 :].strip():
-        raise GiftError(f"{where}: text after the answers (a missing-word question): {rest[closing + 1:]!r}")
+        raise GiftError(
+            f"{where}: text after the answers (a missing-word question): {rest[closing + 1 :]!r}"
+        )
     if _find_unescaped(rest[opening + 1 : closing], "{") >= 0:
         raise GiftError(f"{where}: unescaped '{{' inside the answers")
     text = _unescape(rest[:opening].strip(), where)

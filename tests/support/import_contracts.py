@@ -41,5 +41,7 @@ class AllowedExternalsContract(Contract):
 
     def render_broken_contract(self, check: ContractCheck) -> None:
         for module, imported, line in check.metadata["bad"]:
-            output.print_error(f"{module} (line {line}) imports {imported}, which is not allowed here")
+            output.print_error(
+                f"{module} (line {line}) imports {imported}, which is not allowed here"
+            )
             output.new_line()

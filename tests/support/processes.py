@@ -41,7 +41,10 @@ def processes_of_runs(zygote: int | None = None, *, runners: bool = True) -> lis
             status = _status(entry)
             if int(status["Uid"].split()[0]) < RUN_UID_BASE:
                 continue
-            if zygote is not None and f"/ampquiz-run-{zygote}-" not in (entry / "cgroup").read_text():
+            if (
+                zygote is not None
+                and f"/ampquiz-run-{zygote}-" not in (entry / "cgroup").read_text()
+            ):
                 continue
             if not runners and status.get("NSpid", "").split()[-1:] == ["1"]:
                 continue
@@ -96,4 +99,3 @@ def web_processes(serve: int) -> list[int]:
     """The web processes of `serve --processes N` (pid `serve`): those its `app.web.server.preload`
     child forked."""
     return [pid for parent in children(serve, "app.web.server.preload") for pid in children(parent)]
-

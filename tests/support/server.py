@@ -26,7 +26,9 @@ def free_port() -> int:
 class Server:
     """`ampquiz serve` as a user starts it, configured only through AMPQUIZ_* variables."""
 
-    def __init__(self, workdir: Path, bank: Path = BANK, args: tuple[str, ...] = ("--processes", "1")) -> None:
+    def __init__(
+        self, workdir: Path, bank: Path = BANK, args: tuple[str, ...] = ("--processes", "1")
+    ) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,7 +57,9 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code in ((200,) if healthy else (200, 503)):
+                if httpx.get(self.url + "/healthz", timeout=2).status_code in (
+                    (200,) if healthy else (200, 503)
+                ):
                     return
             except httpx.HTTPError:
                 pass

@@ -165,7 +165,11 @@ async def form_at(client: httpx.AsyncClient, question_id: str, *identities: int)
 def form_in_page(page: str, question_id: str, *identities: int) -> list[str]:
     """The `choice` fields that pick the choices `identities` (places in the YAML) on a page's
     answer form (an interview's, say): each input's value is its position, its text beside it."""
-    inputs = re.findall(r'name="choice" value="(\d+)">\s*<span class="letter">[^<]*</span>\s*<span class="text">(.*?)</span>', page, re.DOTALL)
+    inputs = re.findall(
+        r'name="choice" value="(\d+)">\s*<span class="letter">[^<]*</span>\s*<span class="text">(.*?)</span>',
+        page,
+        re.DOTALL,
+    )
     plain = {re.sub(r"<[^>]+>", "", html.unescape(text)).strip(): value for value, text in inputs}
     texts = _choice_texts(question_id)
     return [plain[texts[i].replace("`", "").strip()] for i in identities]
@@ -213,7 +217,9 @@ async def wait_for_proofs(app: FastAPI, timeout_s: float = 60) -> None:
     """Until no question of the served bank is pending proof."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while app.state.web.proof_summary()["counts"]["pending"]:
-        assert asyncio.get_running_loop().time() < deadline, "the server did not prove its bank in time"
+        assert asyncio.get_running_loop().time() < deadline, (
+            "the server did not prove its bank in time"
+        )
         await asyncio.sleep(0.02)
 
 
@@ -286,7 +292,9 @@ class Web:
                 yield client
 
 
-async def assert_answered_while_held(client: httpx.AsyncClient, owner: Any, name: str, slow_url: str) -> None:
+async def assert_answered_while_held(
+    client: httpx.AsyncClient, owner: Any, name: str, slow_url: str
+) -> None:
     """Holds `owner.name` (a blocking database read) for up to 3 s while `slow_url` is fetched,
     and asserts that /healthz was answered meanwhile: the read runs off the event loop. On the
     loop, the hold would stop every request, /healthz's too, until it ended."""

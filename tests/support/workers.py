@@ -36,7 +36,11 @@ the same host, at the same time, neither takes its runs nor hears its workers.""
 LAYOUT = Layout.of(NATS_URL)
 WORKERS_KEY = "test-workers-key-" + "k" * 32
 """The secret the tests' web side and workers share (AMPQUIZ_WORKERS_KEY)."""
-WORKERS_ENV = {"AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": WORKERS_KEY, "AMPQUIZ_BROKER_INSECURE": "1"}
+WORKERS_ENV = {
+    "AMPQUIZ_WORKERS_URL": NATS_URL,
+    "AMPQUIZ_WORKERS_KEY": WORKERS_KEY,
+    "AMPQUIZ_BROKER_INSECURE": "1",
+}
 """The shared NATS server has no users: the web and the workers are told that is allowed (the
 broker's users and permissions are `tests.support.nats`'s)."""
 
@@ -51,11 +55,18 @@ def remote_settings(url: str = NATS_URL) -> Settings:
 class WorkerProcess:
     """`ampquiz worker` as an operator starts it on a sandbox host, configured by AMPQUIZ_*."""
 
-    def __init__(self, workdir: Path, slots: int = 1, name: str = "w", env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, workdir: Path, slots: int = 1, name: str = "w", env: dict[str, str] | None = None
+    ) -> None:
         """`env`: its AMPQUIZ_* broker settings, instead of the shared server's (`WORKERS_ENV`)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / f"worker-{name}.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or WORKERS_ENV), "AMPQUIZ_SANDBOX_WORKERS": str(slots)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            **(env or WORKERS_ENV),
+            "AMPQUIZ_SANDBOX_WORKERS": str(slots),
+        }
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], cwd=workdir, env=env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -159,7 +170,9 @@ def command_lines(pids: list[int]) -> dict[int, str]:
     lines = {}
     for pid in pids:
         try:
-            lines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:100]
+            lines[pid] = (
+                Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:100]
+            )
         except OSError:
             lines[pid] = "(gone)"
     return lines

@@ -52,7 +52,9 @@ def test_the_output_becomes_a_predict_output_questions_answer() -> None:
 def test_the_output_becomes_what_the_right_choice_says_the_run_prints() -> None:
     """A multiple-choice question keeps its key in which choice is right: the output goes to that
     choice's outcome (an `answer:` there made the file fail to load)."""
-    assert load_text(SET, "t", "t.yaml")[0] is None  # with code, its right choice must say what the run does
+    assert (
+        load_text(SET, "t", "t.yaml")[0] is None
+    )  # with code, its right choice must say what the run does
     q = _question(edit.set_answer(SET, "mc", "1\n"), "mc")
     assert q.choices[0].outcome is not None and q.choices[0].outcome.stdout == "1"
     assert q.expect is not None and q.expect.stdout == "1"

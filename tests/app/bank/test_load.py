@@ -91,8 +91,10 @@ def test_the_live_bank_keeps_what_it_served_when_a_newer_file_takes_an_id(tmp_pa
         "a: !!str 12\nb: !!int '12'\n",
         "= : 1\n",
         # scalars each resolver tells apart, plain and quoted, some twice (the second is looked up)
-        ("a: ''\nb:\nc: '1'\nd: 1e3\ne: 0o17\nf: -.inf\ng: Yes\nh: 2001-12-14t21:59:43.10-05:00\ni: ~\n"
-        "j: 1.5e+3\nk: [1e3, '1e3', \"1e3\", NO, No, null, Null, 0b101, +12, .NaN, 1_0.5, 'true', true]\n"),
+        (
+            "a: ''\nb:\nc: '1'\nd: 1e3\ne: 0o17\nf: -.inf\ng: Yes\nh: 2001-12-14t21:59:43.10-05:00\ni: ~\n"
+            "j: 1.5e+3\nk: [1e3, '1e3', \"1e3\", NO, No, null, Null, 0b101, +12, .NaN, 1_0.5, 'true', true]\n"
+        ),
     ],
 )
 def test_files_are_built_as_pyyaml_builds_them(text: str) -> None:
@@ -109,7 +111,9 @@ def test_files_are_built_as_pyyaml_builds_them(text: str) -> None:
     assert repr(parsed.data if parsed else problems and "an error") == repr(expected), problems
 
 
-def test_a_web_process_starts_from_the_preloaded_bank_and_reads_only_changed_files(tmp_path: Path) -> None:
+def test_a_web_process_starts_from_the_preloaded_bank_and_reads_only_changed_files(
+    tmp_path: Path,
+) -> None:
     """What `serve --processes N` reads once before forking its web processes: a bank of that
     folder starts from it, and reads again only the file changed since; another folder's does not."""
     from app.bank import load
@@ -149,7 +153,12 @@ def test_a_web_process_starts_from_the_preloaded_bank_and_reads_only_changed_fil
 @pytest.mark.parametrize(
     ("text", "where", "says"),
     [
-        ("a0: &a0 [x, x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 22)), (1, 5), "used again through an alias"),
+        (
+            "a0: &a0 [x, x]\n"
+            + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 22)),
+            (1, 5),
+            "used again through an alias",
+        ),
         ("title: t\n? [1, 2]\n: x\n", (2, 3), "a key must be a plain word"),
         ("title: t \ud800\n", (1, 1), "not Unicode text"),
     ],
@@ -211,7 +220,9 @@ questions:
 """
 
 
-def test_a_choice_whose_words_say_another_thing_than_its_outcome_is_warned_about(tmp_path: Path) -> None:
+def test_a_choice_whose_words_say_another_thing_than_its_outcome_is_warned_about(
+    tmp_path: Path,
+) -> None:
     """A run checks a choice's outcome; the learner reads its words. Texts swapped between the
     right choice and a wrong one (the right one now reading "It prints torch.float32" over an
     outcome that raises or prints bfloat16) passed lint and verify, and were graded. Each kind
@@ -244,12 +255,20 @@ def test_a_right_choice_far_longer_than_every_wrong_one_is_warned_about(tmp_path
 
 
 def test_a_torch_range_that_is_no_version_range_is_a_problem_at_its_line() -> None:
-    text = one_question("ranged", "r").replace('    answer: "1"\n', '    answer: "1"\n    torch_versions: "2.12 or later"\n')
+    text = one_question("ranged", "r").replace(
+        '    answer: "1"\n', '    answer: "1"\n    torch_versions: "2.12 or later"\n'
+    )
     loaded, problems = load_text(text, "x", "x.yaml")
     assert loaded is None or not loaded.questions, problems
-    assert [(p.line, "'2.12 or later' is not a version range" in p.message) for p in problems] == [(11, True)], problems
+    assert [(p.line, "'2.12 or later' is not a version range" in p.message) for p in problems] == [
+        (11, True)
+    ], problems
     loaded, problems = load_text(text.replace("2.12 or later", ">=2.12"), "x", "x.yaml")
-    assert problems == [] and loaded is not None and loaded.questions[0].question.torch_versions == ">=2.12"
+    assert (
+        problems == []
+        and loaded is not None
+        and loaded.questions[0].question.torch_versions == ">=2.12"
+    )
 
 
 def test_the_real_banks_words_to_learners_never_speak_of_its_own_sources() -> None:
@@ -264,7 +283,9 @@ def test_the_real_banks_words_to_learners_never_speak_of_its_own_sources() -> No
     bank = load_bank(REPO / "questions")
     said: list[str] = []
     for loaded_set in bank.sets:
-        said += [f"{loaded_set.path}: {loaded_set.model.title} {loaded_set.model.description or ''}"]
+        said += [
+            f"{loaded_set.path}: {loaded_set.model.title} {loaded_set.model.description or ''}"
+        ]
     for q in bank.questions:
         texts = [q.question.title or "", q.question.prompt, q.question.explanation or ""]
         texts += [f"{c.text} {c.why}" for c in getattr(q.question, "choices", [])]
@@ -275,14 +296,25 @@ def test_the_real_banks_words_to_learners_never_speak_of_its_own_sources() -> No
 def test_an_empty_answer_is_refused_at_its_line(tmp_path: Path) -> None:
     """Code that prints nothing got a key proved as '' that no learner could type (an empty
     prediction is refused): the file is refused, at the answer's line, saying what to do."""
-    write(tmp_path, "empty.yaml", one_question("prints-nothing", "m").replace('answer: "1"', "answer: ''"), 1)
+    write(
+        tmp_path,
+        "empty.yaml",
+        one_question("prints-nothing", "m").replace('answer: "1"', "answer: ''"),
+        1,
+    )
     bank = load_bank(tmp_path)
     assert bank.questions == []
     (problem,) = bank.problems
-    assert (problem.line, problem.col) == (10, 13) and "is empty" in problem.message and "use its output" in problem.message, problem
+    assert (
+        (problem.line, problem.col) == (10, 13)
+        and "is empty" in problem.message
+        and "use its output" in problem.message
+    ), problem
 
 
-@pytest.mark.parametrize("text", ["FP16, like CUDA", "Float32: Linear is not on the list", "FP32, as it was written"])
+@pytest.mark.parametrize(
+    "text", ["FP16, like CUDA", "Float32: Linear is not on the list", "FP32, as it was written"]
+)
 def test_dtypes_as_prose_writes_them_are_read_too(text: str) -> None:
     """A right choice reading "FP16, like CUDA" over an outcome of bfloat16 passed the words check
     (it read only lowercase dtype names)."""
@@ -308,9 +340,13 @@ def test_a_key_no_run_could_prove_is_refused(tmp_path: Path, change: str, said: 
     asks what the code does where it never runs: both were "proved" or graded (a review's plants)."""
     text = one_question("weak", "m")
     if change.startswith("stdout_contains"):
-        text = text.replace("    kind: predict_output", "    kind: multiple_choice").replace('    answer: "1"\n', (
-            "    choices:\n      - {text: one, correct: true, why: w, outcome: {stdout_contains: ['']}}\n"
-            "      - {text: two, correct: false, why: w}\n"))
+        text = text.replace("    kind: predict_output", "    kind: multiple_choice").replace(
+            '    answer: "1"\n',
+            (
+                "    choices:\n      - {text: one, correct: true, why: w, outcome: {stdout_contains: ['']}}\n"
+                "      - {text: two, correct: false, why: w}\n"
+            ),
+        )
     else:
         text = text.replace("    code: print(1)\n", "    code: print(1)\n    " + change + "\n")
     write(tmp_path, "weak.yaml", text, 1)

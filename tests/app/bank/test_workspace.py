@@ -53,8 +53,12 @@ def test_the_text_is_checked_as_the_bank_would_take_it(folder: Path) -> None:
     assert taken.loaded is None and "the id 'first' is taken" in taken.problems[0].message
     assert taken.loads_alone and not taken.served and not taken.draft
     assert taken.refusal == "The file does not lint; nothing was saved."
-    half = ws.check("served.yaml", "title: T\n", bank)  # learners are served it: never with problems
-    assert half.served and not half.draft and "learners are served this file" in (half.refusal or "")
+    half = ws.check(
+        "served.yaml", "title: T\n", bank
+    )  # learners are served it: never with problems
+    assert (
+        half.served and not half.draft and "learners are served this file" in (half.refusal or "")
+    )
     draft = ws.check("new-one.yaml", "title: T\n", bank)
     assert draft.draft and draft.refusal is None and draft.problems
     good = ws.check("served.yaml", SET.format(qid="first") + "# edited\n", bank)
@@ -65,14 +69,21 @@ def test_the_text_is_checked_as_the_bank_would_take_it(folder: Path) -> None:
 
 def test_a_save_replaces_the_file_whole_and_a_refused_text_is_never_written(folder: Path) -> None:
     ws, bank = Workspace(folder), load_bank(folder)
-    ws.save(ws.check("new-one.yaml", "title: T\n", bank), "")  # "": the version of a file not there yet
+    ws.save(
+        ws.check("new-one.yaml", "title: T\n", bank), ""
+    )  # "": the version of a file not there yet
     assert (folder / "new-one.yaml").read_text() == "title: T\n"
-    version = ws.save(ws.check("served.yaml", SET.format(qid="renamed"), bank), ws.open("served.yaml").version)
+    version = ws.save(
+        ws.check("served.yaml", SET.format(qid="renamed"), bank), ws.open("served.yaml").version
+    )
     assert "id: renamed" in (folder / "served.yaml").read_text()
     with pytest.raises(WorkspaceError, match="learners are served this file"):
         ws.save(ws.check("served.yaml", "title: T\n", bank), version)
     assert "id: renamed" in (folder / "served.yaml").read_text()
-    assert sorted(p.name for p in folder.iterdir()) == ["new-one.yaml", "served.yaml"]  # no temporary left
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "new-one.yaml",
+        "served.yaml",
+    ]  # no temporary left
 
 
 def test_a_new_set_is_a_draft_and_never_overwrites(folder: Path) -> None:
@@ -81,6 +92,7 @@ def test_a_new_set_is_a_draft_and_never_overwrites(folder: Path) -> None:
     assert "topic: walk-set\n" in path.read_text() and "id: walk-set-first" in path.read_text()
     with pytest.raises(WorkspaceError, match="walk-set.yaml exists already: open it instead."):
         ws.create("walk-set.yaml", "Again")
+
 
 @pytest.mark.parametrize("name", ["x.yaml\n", "x.yml", "x.yaml ", "x.YAML", "x.yaml/", "\nx.yaml"])
 def test_a_name_is_one_canonical_form_matched_whole(folder: Path, name: str) -> None:

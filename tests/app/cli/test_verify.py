@@ -25,18 +25,23 @@ def _edit_copy(tmp_path: Path, edit) -> Path:
     return copy
 
 
-
 FLIPPED = "cpu-autocast-which-ops-float32"
 """A question with two right choices, each saying what the run prints of its op."""
 
 
 @pytest.fixture(scope="module")
-def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, str, dict[str, str]]:
+def broken_report(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[int, dict, str, dict[str, str]]:
     wrong_answer = pick_question("predict_output")
     wrong_expect = pick_question("multiple_choice", expect_key="raises")
     raises, random, accepts, threads = [
-        q["id"] for p in sorted(BANK.glob("*.yaml")) for q in yaml.safe_load(p.read_text())["questions"]
-        if q["kind"] == "predict_output" and q.get("requires", "any") != "cuda" and q["id"] != wrong_answer
+        q["id"]
+        for p in sorted(BANK.glob("*.yaml"))
+        for q in yaml.safe_load(p.read_text())["questions"]
+        if q["kind"] == "predict_output"
+        and q.get("requires", "any") != "cuda"
+        and q["id"] != wrong_answer
     ][:4]
 
     def edit(q: dict) -> None:
@@ -47,17 +52,34 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, 
         elif q["id"] == raises:
             q["code"] = q["code"] + "\nraise ValueError('boom from the snippet')\n"
         elif q["id"] == random:  # one lucky run would have proved it
-            q["code"], q["answer"] = "import random\nprint(random.random() < 2)\nprint(random.random())\n", "True"
+            q["code"], q["answer"] = (
+                "import random\nprint(random.random() < 2)\nprint(random.random())\n",
+                "True",
+            )
         elif q["id"] == threads:  # what a float32 sum prints on the sandbox's one thread only
-            q["code"], q["answer"] = "import torch\nprint(torch.full((10_000_000,), 0.1).sum().item())\n", "999999.4375"
-        elif q["id"] == accepts:  # a spelling that counts as right, saying another dtype and another number
-            q["accept"] = [q["answer"].replace("float32", "float64").replace("bfloat16", "float16") + " 7"]
+            q["code"], q["answer"] = (
+                "import torch\nprint(torch.full((10_000_000,), 0.1).sum().item())\n",
+                "999999.4375",
+            )
+        elif (
+            q["id"] == accepts
+        ):  # a spelling that counts as right, saying another dtype and another number
+            q["accept"] = [
+                q["answer"].replace("float32", "float64").replace("bfloat16", "float16") + " 7"
+            ]
         elif q["id"] == FLIPPED:  # the softmax choice marked right, the cross_entropy one wrong
             q["choices"][0]["correct"], q["choices"][1]["correct"] = False, True
 
     copy = _edit_copy(tmp_path_factory.mktemp("verify"), edit)
-    ids = {"answer": wrong_answer, "expect": wrong_expect, "raises": raises, "random": random, "flipped": FLIPPED,
-           "accepts": accepts, "threads": threads}
+    ids = {
+        "answer": wrong_answer,
+        "expect": wrong_expect,
+        "raises": raises,
+        "random": random,
+        "flipped": FLIPPED,
+        "accepts": accepts,
+        "threads": threads,
+    }
     out = ampquiz("verify", str(copy), "--json")
     text = ampquiz("verify", str(copy), "--only", *ids.values())
     return out.returncode, json.loads(out.stdout), text.stdout, ids
@@ -71,7 +93,9 @@ def test_wrong_answer_fails_with_a_diff(broken_report) -> None:
     bad = failed[ids["answer"]]
     assert "-torch.float64" in bad["diff"] and bad["device"] == "cpu"
     assert f"FAIL {ids['answer']}" in text and "-torch.float64" in text
-    assert re.search(rf"\.yaml:\d+: FAIL {ids['answer']} ", text), "a failure says where the question is"
+    assert re.search(rf"\.yaml:\d+: FAIL {ids['answer']} ", text), (
+        "a failure says where the question is"
+    )
 
 
 def test_wrong_expect_fails_naming_the_exception(broken_report) -> None:
@@ -99,7 +123,9 @@ def test_an_accepted_spelling_that_says_something_else_fails(broken_report) -> N
 def test_code_that_prints_something_else_each_run_proves_nothing(broken_report) -> None:
     _, report, _, ids = broken_report
     bad = next(q for q in report["questions"] if q["id"] == ids["random"])
-    assert bad["result"] == "fail" and "does not do the same thing each time it runs" in bad["reason"]
+    assert (
+        bad["result"] == "fail" and "does not do the same thing each time it runs" in bad["reason"]
+    )
 
 
 def test_a_key_that_holds_on_one_thread_only_proves_nothing(broken_report) -> None:
@@ -117,8 +143,13 @@ def test_a_choice_marked_right_or_wrong_against_the_run_fails(broken_report) -> 
     _, report, _, ids = broken_report
     bad = next(q for q in report["questions"] if q["id"] == ids["flipped"])
     assert bad["result"] == "fail", bad
-    assert "choice 1 is marked wrong, but on cpu the run does what its outcome says" in bad["reason"]
-    assert "choice 2 is marked correct, but on cpu the run does not do what its outcome says" in bad["reason"]
+    assert (
+        "choice 1 is marked wrong, but on cpu the run does what its outcome says" in bad["reason"]
+    )
+    assert (
+        "choice 2 is marked correct, but on cpu the run does not do what its outcome says"
+        in bad["reason"]
+    )
     assert "softmax torch.float32" in bad["reason"]
 
 
@@ -167,7 +198,12 @@ def test_record_is_written_and_goes_stale_when_the_question_changes(tmp_path: Pa
 
 def test_show_prints_what_the_code_prints() -> None:
     qid = pick_question("predict_output")
-    q = next(q for p in BANK.glob("*.yaml") for q in yaml.safe_load(p.read_text())["questions"] if q["id"] == qid)
+    q = next(
+        q
+        for p in BANK.glob("*.yaml")
+        for q in yaml.safe_load(p.read_text())["questions"]
+        if q["id"] == qid
+    )
     out = ampquiz("verify", "--show", qid)
     assert out.returncode == 0
     assert out.stdout.rstrip() == q["answer"].rstrip()

@@ -23,7 +23,9 @@ def test_text_formats_go_to_stdout(bank: Bank) -> None:
     assert len(ET.fromstring(moodle.stdout).findall("question[idnumber]")) == len(bank.questions)
     rows = json.loads(ampquiz("export", str(folder)).stdout)  # json stays the default
     assert [r["id"] for r in rows] == [q.id for q in bank.questions]
-    assert {r["proof"] for r in rows if r["id"] == "mc-multiple-conceptual"} == {"Conceptual — no code to run"}
+    assert {r["proof"] for r in rows if r["id"] == "mc-multiple-conceptual"} == {
+        "Conceptual — no code to run"
+    }
 
 
 def test_qti_needs_a_file(bank: Bank, tmp_path: Path) -> None:
@@ -42,7 +44,9 @@ def test_qti_needs_a_file(bank: Bank, tmp_path: Path) -> None:
 
 def test_o_writes_a_text_format_to_a_file(bank: Bank, tmp_path: Path) -> None:
     out = tmp_path / "bank.gift.txt"
-    done = ampquiz("export", str(Path(bank.sets[0].path).parent), "--format", "gift", "-o", str(out))
+    done = ampquiz(
+        "export", str(Path(bank.sets[0].path).parent), "--format", "gift", "-o", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert "wrote 5 questions in 2 sets" in done.stderr
@@ -70,7 +74,11 @@ def test_a_key_its_record_contradicts_is_left_out_and_said_so(tmp_path: Path) ->
     loaded = load_bank(tmp_path).question("planted-fp16-max")
     environment = {"device_kind": "cpu", "torch_version": "2.13.0", "date": "2026-11-27T10:00:00"}
     (tmp_path / "verified").mkdir()
-    entry = {"result": "fail", "hash": question_hash(loaded.question), "reason": "printed output differs"}
+    entry = {
+        "result": "fail",
+        "hash": question_hash(loaded.question),
+        "reason": "printed output differs",
+    }
     (tmp_path / "verified" / record_name(environment)).write_text(json.dumps({"environment": environment,
                                                                              "results": {loaded.id: entry}}))  # fmt: skip
     out = ampquiz("export", str(tmp_path), "--format", "gift")
@@ -91,4 +99,7 @@ def test_a_right_choice_whose_words_disagree_with_its_outcome_is_left_out(tmp_pa
     out = ampquiz("export", str(tmp_path), "--format", "gift")
     assert out.returncode == 0, out.stderr
     assert "swapped-texts" not in out.stdout and read_gift(out.stdout)
-    assert "swapped.yaml:4: swapped-texts: the right choice's words disagree with its outcome" in out.stderr
+    assert (
+        "swapped.yaml:4: swapped-texts: the right choice's words disagree with its outcome"
+        in out.stderr
+    )

@@ -30,7 +30,10 @@ def test_every_question_reads_back_in_its_sets_category(bank: Bank) -> None:
     assert set(questions) == {q.id for q in bank.questions}
     assert questions["plain-cuda-only"].category == "$course$/top/ampquiz/Plain set"
     for q in bank.set("tricky").questions:
-        assert questions[q.id].category == "$course$/top/ampquiz/Braces {and} colons: a//b ~ = # — ünïcode"
+        assert (
+            questions[q.id].category
+            == "$course$/top/ampquiz/Braces {and} colons: a//b ~ = # — ünïcode"
+        )
     assert all(q.format == "html" for q in questions.values())
 
 
@@ -39,11 +42,18 @@ def test_multiple_choice_text_code_choices_and_feedback_survive_the_escaping(ban
     assert q.kind == "multichoice"
     assert q.title == "Title with :: colons {braces} = ~ #"
     assert tricky.text_of(q.text).startswith(tricky.PROMPT_A_TEXT)
-    assert tricky.code_blocks(q.text) == [tricky.CODE_BRACES.rstrip()]  # the blank line, `//` and `\t` too
+    assert tricky.code_blocks(q.text) == [
+        tricky.CODE_BRACES.rstrip()
+    ]  # the blank line, `//` and `\t` too
     assert tricky.html_fragment(q.text).find(".//script") is None
-    assert [(tricky.text_of(a.text), tricky.text_of(a.feedback or "")) for a in q.answers] == tricky.CHOICES_A_TEXT
+    assert [
+        (tricky.text_of(a.text), tricky.text_of(a.feedback or "")) for a in q.answers
+    ] == tricky.CHOICES_A_TEXT
     assert [(a.marker, a.weight) for a in q.answers] == [("=", 100), ("~", 0), ("~", 0)]
-    assert tricky.text_of(q.general_feedback or "") == f"{tricky.EXPLANATION_A_TEXT} Proof for mc-single-tricky <&> {{:}}"
+    assert (
+        tricky.text_of(q.general_feedback or "")
+        == f"{tricky.EXPLANATION_A_TEXT} Proof for mc-single-tricky <&> {{:}}"
+    )
 
 
 def test_several_right_choices_are_weighted(bank: Bank) -> None:
@@ -58,19 +68,28 @@ def test_predict_output_is_short_answer(bank: Bank) -> None:
     questions = _read(bank)
     star = questions["7-star-output"]
     assert star.kind == "shortanswer"
-    assert [a.text for a in star.answers] == [tricky.SHORT_STAR.replace("*", "\\*")]  # Moodle's wildcard, escaped
+    assert [a.text for a in star.answers] == [
+        tricky.SHORT_STAR.replace("*", "\\*")
+    ]  # Moodle's wildcard, escaped
     assert "Type the output on one line" in tricky.text_of(star.text)
     tolerance = questions["tolerance-output"]
-    assert [(a.text, a.weight) for a in tolerance.answers] == [(tricky.ANSWER_TOL, 100), (tricky.ACCEPT_TOL, 100)]
+    assert [(a.text, a.weight) for a in tolerance.answers] == [
+        (tricky.ANSWER_TOL, 100),
+        (tricky.ACCEPT_TOL, 100),
+    ]
     assert all("0.2 %" in (a.feedback or "") for a in tolerance.answers)
     assert tricky.CUDA_TOL in tricky.code_blocks(tolerance.general_feedback or "")
-    assert tricky.text_of(questions["plain-cuda-only"].general_feedback or "").endswith("Proof for plain-cuda-only <&> {:}")
+    assert tricky.text_of(questions["plain-cuda-only"].general_feedback or "").endswith(
+        "Proof for plain-cuda-only <&> {:}"
+    )
 
 
 def test_the_default_proof_line_comes_from_the_committed_record(bank: Bank) -> None:
     tricky.write_record(Path(bank.sets[0].path).parent, bank, {"tolerance-output"})
     questions = _read(bank, proof_line=None)
-    assert tricky.text_of(questions["tolerance-output"].general_feedback or "").endswith(tricky.PROOF_PASS)
+    assert tricky.text_of(questions["tolerance-output"].general_feedback or "").endswith(
+        tricky.PROOF_PASS
+    )
 
 
 @pytest.mark.parametrize("text", [
@@ -88,7 +107,9 @@ def test_the_reader_is_strict(text: str) -> None:
 def test_the_real_bank_exports_whole(real_bank: Bank) -> None:
     questions = _read(real_bank, proof_line=None)
     assert len(questions) == len(real_bank.questions)
-    assert {q.category for q in questions.values()} == {f"$course$/top/ampquiz/{s.model.title}" for s in real_bank.sets}
+    assert {q.category for q in questions.values()} == {
+        f"$course$/top/ampquiz/{s.model.title}" for s in real_bank.sets
+    }
     proofs = []
     for loaded in real_bank.questions:
         q = questions[loaded.id]

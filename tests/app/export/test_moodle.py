@@ -13,7 +13,9 @@ from app.export.moodle import to_moodle
 from tests.app.export import tricky
 
 
-def _read(bank: Bank, proof_line=tricky.proof_for) -> tuple[list[str], dict[str, ET.Element], dict[str, str]]:
+def _read(
+    bank: Bank, proof_line=tricky.proof_for
+) -> tuple[list[str], dict[str, ET.Element], dict[str, str]]:
     """Categories in order, questions by idnumber, and each question's category."""
     root = ET.fromstring(to_moodle(bank, proof_line))
     assert root.tag == "quiz"
@@ -59,7 +61,9 @@ def test_multiple_choice_keeps_text_code_choices_and_feedback(bank: Bank) -> Non
     assert [(tricky.text_of(a.findtext("text")), tricky.text_of(a.findtext("feedback/text"))) for a in answers] \
         == tricky.CHOICES_A_TEXT  # fmt: skip
     assert [a.get("fraction") for a in answers] == ["100", "0", "0"]
-    assert all(a.get("format") == "html" and a.find("feedback").get("format") == "html" for a in answers)
+    assert all(
+        a.get("format") == "html" and a.find("feedback").get("format") == "html" for a in answers
+    )
     general = tricky.text_of(_html(q, "generalfeedback"))
     assert general == f"{tricky.EXPLANATION_A_TEXT} Proof for mc-single-tricky <&> {{:}}"
 
@@ -71,7 +75,9 @@ def test_several_right_choices_share_100_and_the_wrong_ones_lose_it(bank: Bank) 
     fractions = [float(a.get("fraction")) for a in q.findall("answer")]
     assert fractions == [50.0, -50.0, 50.0, -50.0]
     assert sum(f for f in fractions if f > 0) == pytest.approx(100)
-    assert [tricky.text_of(a.findtext("text")) for a in q.findall("answer")] == [t for t, _ in tricky.CHOICES_MULTI]
+    assert [tricky.text_of(a.findtext("text")) for a in q.findall("answer")] == [
+        t for t, _ in tricky.CHOICES_MULTI
+    ]
     assert tricky.code_blocks(_html(q, "questiontext")) == []
 
 
@@ -91,7 +97,11 @@ def test_predict_output_is_short_answer_with_every_accepted_spelling(bank: Bank)
     general = _html(tolerance, "generalfeedback")
     assert "within 0.2 % of these count as right" in tricky.text_of(general)
     assert tricky.CUDA_TOL in tricky.code_blocks(general)
-    assert all("0.2 %" in a.findtext("feedback/text") for a in tolerance.findall("answer") if a.get("fraction") == "100")
+    assert all(
+        "0.2 %" in a.findtext("feedback/text")
+        for a in tolerance.findall("answer")
+        if a.get("fraction") == "100"
+    )
 
 
 def test_the_default_proof_line_comes_from_the_committed_record(bank: Bank) -> None:
@@ -100,8 +110,12 @@ def test_the_default_proof_line_comes_from_the_committed_record(bank: Bank) -> N
     lines = {qid: tricky.text_of(_html(q, "generalfeedback")) for qid, q in questions.items()}
     assert lines["mc-single-tricky"].endswith(tricky.PROOF_PASS)
     assert lines["mc-multiple-conceptual"].endswith("Conceptual — no code to run")
-    assert lines["tolerance-output"].endswith("Answer not proved by running: not yet verified on CPU")
-    assert lines["plain-cuda-only"].endswith("Answer not proved by running: not yet verified on CUDA")
+    assert lines["tolerance-output"].endswith(
+        "Answer not proved by running: not yet verified on CPU"
+    )
+    assert lines["plain-cuda-only"].endswith(
+        "Answer not proved by running: not yet verified on CUDA"
+    )
 
 
 def test_the_real_bank_exports_whole(real_bank: Bank) -> None:
@@ -119,7 +133,9 @@ def test_the_real_bank_exports_whole(real_bank: Bank) -> None:
         if kind == "multiple_choice":
             answers = q.findall("answer")
             assert len(answers) == len(loaded.question.choices)
-            assert [float(a.get("fraction")) > 0 for a in answers] == [c.correct for c in loaded.question.choices]
+            assert [float(a.get("fraction")) > 0 for a in answers] == [
+                c.correct for c in loaded.question.choices
+            ]
             for answer, choice in zip(answers, loaded.question.choices, strict=True):
                 assert tricky.words(choice.why) <= tricky.words(tricky.text_of(answer.findtext("feedback/text")) + " "
                                                                 + answer.findtext("feedback/text"))  # fmt: skip
@@ -127,4 +143,6 @@ def test_the_real_bank_exports_whole(real_bank: Bank) -> None:
             assert any(a.get("fraction") == "100" for a in q.findall("answer"))
         proofs.append(tricky.last_paragraph(_html(q, "generalfeedback")))
     assert all(p.startswith(tricky.PROOF_STARTS) for p in proofs)
-    assert any(p.startswith("Answer verified by running on CPU · torch ") for p in proofs)  # the committed record
+    assert any(
+        p.startswith("Answer verified by running on CPU · torch ") for p in proofs
+    )  # the committed record

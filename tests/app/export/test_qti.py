@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyslet", reason="the QTI read-back needs pyslet (the test extra)")
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pyslet calls its own old names
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::DeprecationWarning"
+)  # pyslet calls its own old names
 
 import pyslet.html401 as html
 import pyslet.imscpv1p2 as imscp
@@ -38,7 +40,9 @@ class Item:
 
 def text_of(node: Any) -> str:
     """The text inside a pyslet element, children and all."""
-    return "".join(child if isinstance(child, str) else text_of(child) for child in node.get_children())
+    return "".join(
+        child if isinstance(child, str) else text_of(child) for child in node.get_children()
+    )
 
 
 def flat(node: Any) -> str:
@@ -99,7 +103,13 @@ def test_the_manifest_lists_every_question_as_an_item(bank: Bank, tmp_path: Path
         assert "imsmanifest.xml" in z.namelist()
     with package(data, tmp_path) as items:
         assert sorted(i.item.identifier for i in items) == sorted(
-            ["plain-cuda-only", "mc-single-tricky", "mc-multiple-conceptual", "q-7-star-output", "tolerance-output"]
+            [
+                "plain-cuda-only",
+                "mc-single-tricky",
+                "mc-multiple-conceptual",
+                "q-7-star-output",
+                "tolerance-output",
+            ]
         )  # an id that starts with a digit is not a QTI identifier: it gets `q-`
         assert {i.href for i in items} == {f"items/{q.set_id}/{q.id}.xml" for q in bank.questions}
     assert to_qti(bank, tricky.proof_for) == data  # the same bank, the same bytes
@@ -113,7 +123,11 @@ def test_a_single_answer_choice_item(bank: Bank, tmp_path: Path) -> None:
         assert declaration.identifier == "RESPONSE"
         assert declaration.get_correct_value().value == "C0"
         (interaction,) = item.ItemBody.find_children_depth_first(interactions.ChoiceInteraction)
-        assert interaction.responseIdentifier == "RESPONSE" and interaction.maxChoices == 1 and interaction.shuffle
+        assert (
+            interaction.responseIdentifier == "RESPONSE"
+            and interaction.maxChoices == 1
+            and interaction.shuffle
+        )
         choices = list(interaction.find_children_depth_first(interactions.SimpleChoice))
         assert [c.identifier for c in choices] == ["C0", "C1", "C2"]
         assert [flat(c) for c in choices] == [t for t, _ in tricky.CHOICES_A_TEXT]
@@ -123,12 +137,17 @@ def test_a_single_answer_choice_item(bank: Bank, tmp_path: Path) -> None:
         assert set(feedback) == {"C0", "C1", "C2", "EXPLANATION"}
         assert all(f.outcomeIdentifier == "FEEDBACK" for f in feedback.values())
         assert [flat(feedback[f"C{i}"]) for i in range(3)] == [w for _, w in tricky.CHOICES_A_TEXT]
-        assert flat(feedback["EXPLANATION"]) == f"{tricky.EXPLANATION_A_TEXT} Proof for mc-single-tricky <&> {{:}}"
+        assert (
+            flat(feedback["EXPLANATION"])
+            == f"{tricky.EXPLANATION_A_TEXT} Proof for mc-single-tricky <&> {{:}}"
+        )
         assert run(item, choose(["C0"], False)) == (1.0, {"C0", "EXPLANATION"})
         assert run(item, choose(["C2"], False)) == (0.0, {"C2", "EXPLANATION"})
 
 
-def test_a_multiple_answer_choice_item_needs_exactly_the_right_ones(bank: Bank, tmp_path: Path) -> None:
+def test_a_multiple_answer_choice_item_needs_exactly_the_right_ones(
+    bank: Bank, tmp_path: Path
+) -> None:
     with package(to_qti(bank, tricky.proof_for), tmp_path) as items:
         item = _by_id(items)["mc-multiple-conceptual"].item
         declaration = item.ResponseDeclaration[0]
@@ -141,21 +160,28 @@ def test_a_multiple_answer_choice_item_needs_exactly_the_right_ones(bank: Bank, 
         assert run(item, choose(["C0"], True))[0] == 0.0
 
 
-def test_predict_output_is_a_text_entry_with_a_mapping_of_the_accepted_spellings(bank: Bank, tmp_path: Path) -> None:
+def test_predict_output_is_a_text_entry_with_a_mapping_of_the_accepted_spellings(
+    bank: Bank, tmp_path: Path
+) -> None:
     with package(to_qti(bank, tricky.proof_for), tmp_path) as items:
         by_id = _by_id(items)
         star = by_id["q-7-star-output"].item
         (entry,) = star.ItemBody.find_children_depth_first(interactions.TextEntryInteraction)
         assert entry.responseIdentifier == "RESPONSE"
         declaration = star.ResponseDeclaration[0]
-        assert declaration.get_correct_value().value == tricky.SHORT_STAR  # no wildcard here: exact text
+        assert (
+            declaration.get_correct_value().value == tricky.SHORT_STAR
+        )  # no wildcard here: exact text
         assert [e.mapKey for e in declaration.Mapping.MapEntry] == [tricky.SHORT_STAR]
         assert run(star, qv.StringValue(tricky.SHORT_STAR)) == (1.0, {"EXPLANATION"})
         assert run(star, qv.StringValue("a = {1: 2}"))[0] == 0.0
 
         tolerance = by_id["tolerance-output"].item
         mapping = tolerance.ResponseDeclaration[0].Mapping
-        assert [(e.mapKey, e.mappedValue) for e in mapping.MapEntry] == [(tricky.ANSWER_TOL, 1.0), (tricky.ACCEPT_TOL, 1.0)]
+        assert [(e.mapKey, e.mappedValue) for e in mapping.MapEntry] == [
+            (tricky.ANSWER_TOL, 1.0),
+            (tricky.ACCEPT_TOL, 1.0),
+        ]
         for spelling in (tricky.ANSWER_TOL, tricky.ACCEPT_TOL):
             assert run(tolerance, qv.StringValue(spelling))[0] == 1.0
         assert run(tolerance, qv.StringValue(tricky.CUDA_TOL))[0] == 0.0  # another device's output
@@ -186,7 +212,9 @@ def test_the_real_bank_exports_whole(real_bank: Bank, tmp_path: Path) -> None:
                 right = [f"C{i}" for i, c in enumerate(question.choices) if c.correct]
                 correct = item.ResponseDeclaration[0].get_correct_value().value
                 assert sorted([correct] if isinstance(correct, str) else correct) == right
-                assert set(feedback) == {f"C{i}" for i in range(len(question.choices))} | {"EXPLANATION"}
+                assert set(feedback) == {f"C{i}" for i in range(len(question.choices))} | {
+                    "EXPLANATION"
+                }
                 for i, choice in enumerate(question.choices):
                     assert tricky.words(choice.why) <= tricky.words(text_of(feedback[f"C{i}"]))
                 assert run(item, choose(right, len(right) > 1))[0] == 1.0

@@ -18,17 +18,21 @@ SET_A_TITLE = "Braces {and} colons: a/b ~ = # — ünïcode"
 SET_B = "plain"
 SET_B_TITLE = "Plain set"
 
-CODE_BRACES = '''import torch
+CODE_BRACES = """import torch
 d = {"a": 1, "b:c": 2}  # a dict {with braces} ~ = #
 y = (10
      // 3)
 
 print(f"{d['a']}\\t{len(d)} <b> & </b>", "line\\nbreak")
-'''
+"""
 """The code as its YAML holds it (a real tab escape `\\t` and `\\n` inside the strings)."""
 
-PROMPT_A = "Which `{key}` = value ~ holds? # not a heading <script>alert('x')</script> — naïve café 日本"
-PROMPT_A_TEXT = "Which {key} = value ~ holds? # not a heading <script>alert('x')</script> — naïve café 日本"
+PROMPT_A = (
+    "Which `{key}` = value ~ holds? # not a heading <script>alert('x')</script> — naïve café 日本"
+)
+PROMPT_A_TEXT = (
+    "Which {key} = value ~ holds? # not a heading <script>alert('x')</script> — naïve café 日本"
+)
 
 CHOICES_A = [
     ("`{1: 2}` ~ the dict", "`=` means: **right** #1 {yes}", True),
@@ -42,7 +46,12 @@ CHOICES_A_TEXT = [
 ]
 EXPLANATION_A_TEXT = "Because {braces} = dict: see ~here~ #1."
 
-CHOICES_MULTI = [("first = right", True), ("second ~ wrong", False), ("third {right}", True), ("fourth: wrong", False)]
+CHOICES_MULTI = [
+    ("first = right", True),
+    ("second ~ wrong", False),
+    ("third {right}", True),
+    ("fourth: wrong", False),
+]
 
 ANSWER_STAR = "a = {1: 2}\n~# done *\n"
 SHORT_STAR = "a = {1: 2} / ~# done *"
@@ -67,10 +76,16 @@ questions:
     code: {json.dumps(CODE_BRACES)}
     requires: cpu
     choices:
-{"".join(f'''      - text: {json.dumps(t)}
+{
+    "".join(
+        f'''      - text: {json.dumps(t)}
         correct: {str(c).lower()}
         why: {json.dumps(w)}
-''' + (RIGHT_OUTCOME if c else "") for t, w, c in CHOICES_A)}    expect:
+'''
+        + (RIGHT_OUTCOME if c else "")
+        for t, w, c in CHOICES_A
+    )
+}    expect:
       stdout_contains: ["1"]
     explanation: "Because `{{braces}}` = dict: see ~here~ #1."
     source: tests
@@ -81,10 +96,15 @@ questions:
     prompt: Pick every right one.
     shuffle: false
     choices:
-{"".join(f'''      - text: {json.dumps(t)}
+{
+    "".join(
+        f'''      - text: {json.dumps(t)}
         correct: {str(c).lower()}
         why: {json.dumps("why " + t)}
-''' for t, c in CHOICES_MULTI)}    explanation: Two are right.
+'''
+        for t, c in CHOICES_MULTI
+    )
+}    explanation: Two are right.
     source: tests
   - id: 7-star-output
     kind: predict_output
@@ -151,10 +171,21 @@ def load(folder: Path) -> Bank:
 
 def write_record(folder: Path, bank: Bank, passed: set[str]) -> None:
     """A committed CPU record that passes the ids in `passed`."""
-    results = {q.id: {"result": "pass", "hash": question_hash(q.question)} for q in bank.questions if q.id in passed}
-    env = {"torch_version": "2.13.0", "device_kind": "cpu", "device_name": "x", "date": "2026-11-22T10:00:00+00:00"}
+    results = {
+        q.id: {"result": "pass", "hash": question_hash(q.question)}
+        for q in bank.questions
+        if q.id in passed
+    }
+    env = {
+        "torch_version": "2.13.0",
+        "device_kind": "cpu",
+        "device_name": "x",
+        "date": "2026-11-22T10:00:00+00:00",
+    }
     (folder / "verified").mkdir(exist_ok=True)
-    (folder / "verified" / "cpu-torch2.13.0.json").write_text(Record(Path("x"), env, results).to_json())
+    (folder / "verified" / "cpu-torch2.13.0.json").write_text(
+        Record(Path("x"), env, results).to_json()
+    )
 
 
 def proof_for(loaded: LoadedQuestion) -> str:

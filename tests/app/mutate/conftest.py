@@ -20,5 +20,11 @@ def recorded(tmp_path: Path, sandbox_pool: Sandbox) -> Path:
     loaded = load_bank(bank_root).question("one-step")
     assert loaded is not None and loaded.question.code
     (report,) = run_mutants([Snippet(loaded.question.code)], sandbox_pool)
-    write_mutant_record(bank_root, sandbox_pool.environment, {"one-step": report.record_entry()}, records=[], partial=False)
+    write_mutant_record(
+        bank_root,
+        sandbox_pool.environment,
+        {"one-step": report.record_entry()},
+        records=[],
+        partial=False,
+    )
     return bank_root

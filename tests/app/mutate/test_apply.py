@@ -50,14 +50,26 @@ def test_text_outside_the_change_is_kept_as_written() -> None:
         assert "# forward\n" in code and "# backward\n" in code, name
         assert "print(out.dtype, loss.dtype, scaler.get_scale())\n" in code, name
     # a changed expression keeps the rest of its line, the trailing comment and double quotes included
-    assert '    loss.backward()  # scaled\n' in mutants["drop-scale"]
-    assert 'scaler = torch.amp.GradScaler("cpu", enabled=False)  # on the CPU\n' in mutants["scaler-disabled"]
-    assert '    with torch.autocast("cpu", dtype=torch.float16):\n' in mutants["swap-autocast-dtype"]
-    assert 'scaler = torch.cuda.amp.GradScaler()  # on the CPU\n' in mutants["deprecated-cuda-scaler"]
+    assert "    loss.backward()  # scaled\n" in mutants["drop-scale"]
+    assert (
+        'scaler = torch.amp.GradScaler("cpu", enabled=False)  # on the CPU\n'
+        in mutants["scaler-disabled"]
+    )
+    assert (
+        '    with torch.autocast("cpu", dtype=torch.float16):\n' in mutants["swap-autocast-dtype"]
+    )
+    assert (
+        "scaler = torch.cuda.amp.GradScaler()  # on the CPU\n" in mutants["deprecated-cuda-scaler"]
+    )
     # an unwrapped block keeps its comments, one level out
-    assert "    # forward\n    out = model(torch.ones(1, 2))  # bfloat16\n" in mutants["drop-autocast"]
+    assert (
+        "    # forward\n    out = model(torch.ones(1, 2))  # bfloat16\n" in mutants["drop-autocast"]
+    )
     # a moved statement keeps its text
-    assert "        loss = out.float().sum()\n        scaler.scale(loss).backward()  # scaled\n" in mutants["backward-inside-autocast"]
+    assert (
+        "        loss = out.float().sum()\n        scaler.scale(loss).backward()  # scaled\n"
+        in mutants["backward-inside-autocast"]
+    )
 
 
 def test_unchanged_lines_keep_their_numbers() -> None:
@@ -77,7 +89,9 @@ def test_statements_sharing_a_line_fall_back_to_normalised_code() -> None:
     assert mutant.normalised
     assert mutant.code == "import torch\nscaler = torch.amp.GradScaler('cpu')\n"
     # both sides normalised: the diff shows the removed call, not the reformatted line
-    assert [line for line in mutant.diff.splitlines()[2:] if line[:1] in "+-"] == ["-scaler.update()"]
+    assert [line for line in mutant.diff.splitlines()[2:] if line[:1] in "+-"] == [
+        "-scaler.update()"
+    ]
     assert ast.dump(ast.parse(mutant.code)) == ast.dump(rule("drop-update").apply(ast.parse(code)))  # type: ignore[union-attr]
 
 

@@ -41,13 +41,21 @@ def test_every_mutant_of_the_bank_keeps_the_question_text() -> None:
     assert found
 
 
-def test_a_bank_training_loop_without_scale_raises_on_its_first_iteration(sandbox_pool: Sandbox) -> None:
+def test_a_bank_training_loop_without_scale_raises_on_its_first_iteration(
+    sandbox_pool: Sandbox,
+) -> None:
     picked = next(
-        (q for q in questions_with_code() if q.question.requires != "cuda" and training_loop(q.question.code or "")),
+        (
+            q
+            for q in questions_with_code()
+            if q.question.requires != "cuda" and training_loop(q.question.code or "")
+        ),
         None,
     )
     if picked is None:
-        pytest.skip("the bank has no CPU GradScaler training loop (test_rules covers a written one)")
+        pytest.skip(
+            "the bank has no CPU GradScaler training loop (test_rules covers a written one)"
+        )
     code = picked.question.code or ""
     loop = training_loop(code)
     assert loop is not None
@@ -55,7 +63,14 @@ def test_a_bank_training_loop_without_scale_raises_on_its_first_iteration(sandbo
     assert report.original.status == "ok", (picked.id, report.original)
     (ran,) = report.mutants
     exc = ran.run.exception
-    assert exc is not None and exc.type == "AssertionError" and "_scale is None" in exc.message, (picked.id, ran.run)
-    assert loop.lineno <= (exc.line or 0) <= (loop.end_lineno or 0), "it raises inside the loop: its first iteration"
+    assert exc is not None and exc.type == "AssertionError" and "_scale is None" in exc.message, (
+        picked.id,
+        ran.run,
+    )
+    assert loop.lineno <= (exc.line or 0) <= (loop.end_lineno or 0), (
+        "it raises inside the loop: its first iteration"
+    )
     assert ran.visible_effect
-    assert "-" + ast.get_source_segment(code, loop).splitlines()[0] not in ran.mutant.diff  # only the scale call changed
+    assert (
+        "-" + ast.get_source_segment(code, loop).splitlines()[0] not in ran.mutant.diff
+    )  # only the scale call changed

@@ -47,13 +47,22 @@ def write_bank(folder: Path, text: str = QUESTION) -> Path:
 
 def test_recorded_mutants_come_back_as_cards(recorded: Path, sandbox_pool: Sandbox) -> None:
     (record,) = load_mutant_records(recorded)
-    assert record.path == mutants_dir(recorded) / f"cpu-torch{sandbox_pool.environment['torch_version']}.json"
+    assert (
+        record.path
+        == mutants_dir(recorded) / f"cpu-torch{sandbox_pool.environment['torch_version']}.json"
+    )
     loaded = load_bank(recorded).question("one-step")
     assert loaded is not None
     shown = what_if(load_mutant_records(recorded), loaded, sandbox_pool.environment)
     assert shown is not None and shown.hidden == 0
     rules = [c.rule for c in shown.cards]
-    assert {"drop-scale", "drop-update", "optimizer-step", "scaler-disabled", "swap-scaler-device"} <= set(rules)
+    assert {
+        "drop-scale",
+        "drop-update",
+        "optimizer-step",
+        "scaler-disabled",
+        "swap-scaler-device",
+    } <= set(rules)
     assert shown.where.startswith("run on CPU · torch ")
     drop_scale = next(c for c in shown.cards if c.rule == "drop-scale")
     assert drop_scale.visible_effect and drop_scale.run["exception"]["type"] == "AssertionError"
@@ -69,11 +78,15 @@ def test_a_changed_question_shows_no_stale_card(recorded: Path, sandbox_pool: Sa
     assert what_if(load_mutant_records(recorded), loaded, sandbox_pool.environment) is None
 
 
-def test_a_mutant_that_no_longer_matches_its_rule_is_left_out(recorded: Path, sandbox_pool: Sandbox) -> None:
+def test_a_mutant_that_no_longer_matches_its_rule_is_left_out(
+    recorded: Path, sandbox_pool: Sandbox
+) -> None:
     (path,) = mutants_dir(recorded).glob("*.json")
     data = json.loads(path.read_text())
     entry = data["questions"]["one-step"]
-    entry["rules"] = "0" * 16  # recorded under other rules: today's mutants are derived and compared
+    entry["rules"] = (
+        "0" * 16
+    )  # recorded under other rules: today's mutants are derived and compared
     entry["mutants"][0]["hash"] = "0" * 16  # as if that rule had changed since
     path.write_text(json.dumps(data))
     loaded = load_bank(recorded).question("one-step")
@@ -114,7 +127,9 @@ def test_a_record_of_another_device_is_not_used(recorded: Path, sandbox_pool: Sa
     assert what_if(load_mutant_records(recorded), loaded, sandbox_pool.environment) is None
 
 
-def test_the_shelf_reads_a_record_again_when_it_changes(recorded: Path, sandbox_pool: Sandbox) -> None:
+def test_the_shelf_reads_a_record_again_when_it_changes(
+    recorded: Path, sandbox_pool: Sandbox
+) -> None:
     shelf = RecordedMutants(recorded, check_every_s=0)
     loaded = load_bank(recorded).question("one-step")
     assert loaded is not None

@@ -60,8 +60,15 @@ def test_every_gradscaler_snippet_gets_three_mutants_that_visibly_change_it(tmp_
         assert len(visible) >= 3, (q["target"], [m["rule"] for m in q["mutants"]])
         for m in visible:  # visibly different: what it printed or raised is not the original's
             run = m["run"]
-            assert (run["stdout"], run["exception"]) != (original["stdout"], original["exception"]), m["rule"]
-            assert m["diff"].startswith("--- question\n+++ what if: ") and m["title"] and m["explanation"]
+            assert (run["stdout"], run["exception"]) != (
+                original["stdout"],
+                original["exception"],
+            ), m["rule"]
+            assert (
+                m["diff"].startswith("--- question\n+++ what if: ")
+                and m["title"]
+                and m["explanation"]
+            )
         for m in q["mutants"]:
             assert set(m) == {"rule", "title", "explanation", "diff", "run", "visible_effect"}
             assert {"status", "stdout", "exception", "explanation", "environment"} <= set(m["run"])
@@ -73,7 +80,9 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
     done = ampquiz("mutate", "one-step", "--bank", str(bank), "--as-choices", "--record")
     assert done.returncode == 0, done.stderr
     assert "mutant record written:" in done.stderr
-    assert done.stdout.startswith("      # one-step: ")  # indented to sit under a question's `choices:`
+    assert done.stdout.startswith(
+        "      # one-step: "
+    )  # indented to sit under a question's `choices:`
     choices = yaml.safe_load(textwrap.dedent(done.stdout))
     assert len(choices) >= 3
     texts = [c["text"] for c in choices]
@@ -84,25 +93,37 @@ def test_choices_to_paste_and_the_record_the_cards_read(tmp_path: Path) -> None:
         # and as an outcome, checked by running: the code as written must not do it.
         assert c["text"].startswith(("It prints", "It raises")) and "as if" not in c["text"]
         assert set(c["outcome"]) in ({"stdout"}, {"raises"}, {"raises", "message"}), c["outcome"]
-        assert "proved by running that change" in c["why"] and "The code as written prints `0.8 65536.0`" in c["why"]
+        assert (
+            "proved by running that change" in c["why"]
+            and "The code as written prints `0.8 65536.0`" in c["why"]
+        )
     # pasted under the question, the bank still loads
-    pasted = QUESTION.replace("    answer: 0.8 65536.0\n", "").replace("kind: predict_output", "kind: multiple_choice")
+    pasted = QUESTION.replace("    answer: 0.8 65536.0\n", "").replace(
+        "kind: predict_output", "kind: multiple_choice"
+    )
     pasted = pasted.replace("    explanation: One step.\n", "    choices:\n"
                             "      - {text: prints 0.8 65536.0, correct: true, why: it steps once, outcome: {stdout: 0.8 65536.0}}\n"
                             + done.stdout + "    explanation: One step.\n")  # fmt: skip
     (bank / "scaler.yaml").write_text(pasted)
     assert ampquiz("lint", str(bank)).returncode == 0
-    proved = ampquiz("verify", str(bank), "--only", "one-step")  # each pasted outcome, not the code's
+    proved = ampquiz(
+        "verify", str(bank), "--only", "one-step"
+    )  # each pasted outcome, not the code's
     assert proved.returncode == 0 and "1 passed" in proved.stdout, proved.stdout + proved.stderr
     (record,) = load_mutant_records(bank)
     assert list(record.questions) == ["one-step"] and load_records(bank) == []
     # the pasted choices change no code: the record still holds; a changed line makes it stale
     checked = ampquiz("mutate", "--check", "--bank", str(bank))
-    assert checked.returncode == 0 and f"{record.path.name}: fresh" in checked.stdout, checked.stdout
+    assert checked.returncode == 0 and f"{record.path.name}: fresh" in checked.stdout, (
+        checked.stdout
+    )
     (bank / "scaler.yaml").write_text(pasted.replace("(w * 2.0)", "(w * 4.0)"))
     checked = ampquiz("mutate", "--check", "--bank", str(bank))
     assert checked.returncode == 1, checked.stdout
-    assert "stale, 1 questions" in checked.stdout and "one-step: its code changed since the record" in checked.stdout
+    assert (
+        "stale, 1 questions" in checked.stdout
+        and "one-step: its code changed since the record" in checked.stdout
+    )
 
 
 def test_an_unknown_target_is_refused(tmp_path: Path) -> None:

@@ -34,11 +34,14 @@ def records() -> list[MutantRecord]:
     return found
 
 
-def test_the_committed_record_matches_the_bank_and_the_rules(bank: Bank, records: list[MutantRecord]) -> None:
+def test_the_committed_record_matches_the_bank_and_the_rules(
+    bank: Bank, records: list[MutantRecord]
+) -> None:
     for record in records:
         problems = record_problems(bank, record)
         assert not problems, (
-            f"{record.path.name} is stale; run `ampquiz mutate --all --record`:\n" + "\n".join(problems)
+            f"{record.path.name} is stale; run `ampquiz mutate --all --record`:\n"
+            + "\n".join(problems)
         )
 
 
@@ -48,7 +51,9 @@ def test_the_committed_record_was_made_under_todays_rules(records: list[MutantRe
     version = rules_version()
     assert version is not None
     for record in records:
-        other = sorted(qid for qid, entry in record.questions.items() if entry.get("rules") != version)
+        other = sorted(
+            qid for qid, entry in record.questions.items() if entry.get("rules") != version
+        )
         assert not other, (
             f"{record.path.name} was made under other rules (app/mutate/ changed since): run "
             f"`ampquiz mutate --all --record` ({len(other)} questions, e.g. {other[:3]})"
@@ -58,7 +63,12 @@ def test_the_committed_record_was_made_under_todays_rules(records: list[MutantRe
 def seen(run: dict) -> tuple:
     """What a learner sees of a recorded run: how it ended, what it printed, what it raised."""
     exc = run.get("exception") or {}
-    return run.get("status"), (run.get("stdout") or "").rstrip(), exc.get("type"), exc.get("message")
+    return (
+        run.get("status"),
+        (run.get("stdout") or "").rstrip(),
+        exc.get("type"),
+        exc.get("message"),
+    )
 
 
 def test_every_gradscaler_question_has_three_mutants_that_visibly_change_it(
@@ -68,11 +78,19 @@ def test_every_gradscaler_question_has_three_mutants_that_visibly_change_it(
     for record in records:
         for loaded in bank.questions:
             code = loaded.question.code
-            if not code or not is_gradscaler_question(code) or not belongs_in(record.device_kind, loaded.question.requires):
+            if (
+                not code
+                or not is_gradscaler_question(code)
+                or not belongs_in(record.device_kind, loaded.question.requires)
+            ):
                 continue
             entry = record.questions[loaded.id]
             original = seen(entry["original"])
-            visible = [m["rule"] for m in entry["mutants"] if m["visible_effect"] and seen(m["run"]) != original]
+            visible = [
+                m["rule"]
+                for m in entry["mutants"]
+                if m["visible_effect"] and seen(m["run"]) != original
+            ]
             assert len(visible) >= AT_LEAST, (record.path.name, loaded.id, visible)
             checked += 1
     assert checked, "no GradScaler question in any committed record"

@@ -47,7 +47,10 @@ def test_a_rule_that_makes_another_mutant_today_makes_it_stale(recorded: Path) -
     mutants.append({"rule": "a-retired-rule", "hash": "1" * 16})
     record.path.write_text(json.dumps(body))
     (line,) = problems(recorded)
-    assert line == f"one-step: the rules give other mutants today (new mutants: {gone}; gone: a-retired-rule; changed: {changed})"
+    assert (
+        line
+        == f"one-step: the rules give other mutants today (new mutants: {gone}; gone: a-retired-rule; changed: {changed})"
+    )
 
 
 def test_a_cuda_only_question_is_not_expected_in_a_record_made_without_cuda(recorded: Path) -> None:

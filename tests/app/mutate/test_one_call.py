@@ -59,28 +59,51 @@ def test_the_last_call_runs_a_copy_of_the_helper_with_the_mistake() -> None:
     mutant = codes["clip-before-unscale@last-call"]
     # the original helper is untouched, the copy follows it, and only the last call uses it
     assert TWO_RUNS.split("\n\n\nprint")[0] in mutant
-    assert "print(torch.equal(train(0.1), train_mistaken(lr=1e-1)))\n" in mutant  # as written: not 0.1
+    assert (
+        "print(torch.equal(train(0.1), train_mistaken(lr=1e-1)))\n" in mutant
+    )  # as written: not 0.1
     copy_text = mutant.split("def train_mistaken(lr):\n")[1].split("\n\n")[0]
     assert copy_text.index("clip_grad_norm_") < copy_text.index("scaler.unscale_(opt)")
     assert "# clip the true gradients" in copy_text  # the helper's own text, comments included
     # a comment points at the mistake, where the copy differs from the helper
     assert "    # the mistake:\n    torch.nn.utils.clip_grad_norm_" in copy_text
-    assert "    # the mistake: no `torch.nn.utils.clip_grad_norm_([w], max_norm=1.0)` here\n    scaler.step(opt)" in copy_text
+    assert (
+        "    # the mistake: no `torch.nn.utils.clip_grad_norm_([w], max_norm=1.0)` here\n    scaler.step(opt)"
+        in copy_text
+    )
     tree = ast.parse(mutant)
-    assert [f.name for f in tree.body if isinstance(f, ast.FunctionDef)] == ["train", "train_mistaken"]
+    assert [f.name for f in tree.body if isinstance(f, ast.FunctionDef)] == [
+        "train",
+        "train_mistaken",
+    ]
 
 
 def test_its_diff_adds_the_copy_and_changes_only_the_call() -> None:
-    (mutant,) = [m for m in mutants_of(TWO_RUNS, (rule("clip-before-unscale"),)) if m.rule.name.endswith("@last-call")]  # type: ignore[arg-type]
-    removed = [line for line in mutant.diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    (mutant,) = [
+        m
+        for m in mutants_of(TWO_RUNS, (rule("clip-before-unscale"),))
+        if m.rule.name.endswith("@last-call")
+    ]  # type: ignore[arg-type]
+    removed = [
+        line
+        for line in mutant.diff.splitlines()
+        if line.startswith("-") and not line.startswith("---")
+    ]
     assert removed == ["-print(torch.equal(train(0.1), train(lr=1e-1)))"]
     assert "+def train_mistaken(lr):" in mutant.diff and not mutant.normalised
 
 
 def test_a_left_out_statement_is_marked_where_it_was() -> None:
-    (mutant,) = [m for m in mutants_of(TWO_RUNS, (rule("drop-update"),)) if m.rule.name.endswith("@last-call")]  # type: ignore[arg-type]
+    (mutant,) = [
+        m
+        for m in mutants_of(TWO_RUNS, (rule("drop-update"),))
+        if m.rule.name.endswith("@last-call")
+    ]  # type: ignore[arg-type]
     copy_text = mutant.code.split("def train_mistaken(lr):\n")[1]
-    assert "    scaler.step(opt)\n    # the mistake: no `scaler.update()` here\n    return w.detach()\n" in copy_text
+    assert (
+        "    scaler.step(opt)\n    # the mistake: no `scaler.update()` here\n    return w.detach()\n"
+        in copy_text
+    )
     assert "scaler.update()" not in copy_text.replace("no `scaler.update()` here", "")
 
 
@@ -97,6 +120,9 @@ def test_in_one_run_only_the_mistake_shows_in_the_comparison(sandbox_pool: Sandb
     (report,) = run_mutants([Snippet(TWO_RUNS, rules=(rule("clip-before-unscale"),))], sandbox_pool)  # type: ignore[arg-type]
     assert report.original.stdout == "True\n"
     runs = {m.mutant.rule.name: m for m in report.mutants}
-    assert runs["clip-before-unscale"].run.stdout == "True\n" and not runs["clip-before-unscale"].visible_effect
+    assert (
+        runs["clip-before-unscale"].run.stdout == "True\n"
+        and not runs["clip-before-unscale"].visible_effect
+    )
     in_one = runs["clip-before-unscale@last-call"]
     assert in_one.run.stdout == "False\n" and in_one.visible_effect

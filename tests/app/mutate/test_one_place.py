@@ -67,7 +67,9 @@ def test_places_are_in_source_order() -> None:
     assert [line for line, *_ in base.places(ast.parse(TWO_LOSSES))] == [8, 9]
 
 
-def test_the_one_place_mistake_changes_the_comparison_the_everywhere_one_does_not(sandbox_pool: Sandbox) -> None:
+def test_the_one_place_mistake_changes_the_comparison_the_everywhere_one_does_not(
+    sandbox_pool: Sandbox,
+) -> None:
     (report,) = run_mutants([Snippet(TWO_LOSSES, rules=(rule("drop-scale"),))], sandbox_pool)  # type: ignore[arg-type]
     assert report.original.stdout == "True\n"
     runs = {m.mutant.rule.name: m for m in report.mutants}

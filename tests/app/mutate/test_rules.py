@@ -151,7 +151,9 @@ class Case:
     """What the run shows holds on a host without CUDA (a device swap)."""
 
 
-def raises(kind: str, fragment: str, line: int | None = None) -> Callable[[RunResult, RunResult], None]:
+def raises(
+    kind: str, fragment: str, line: int | None = None
+) -> Callable[[RunResult, RunResult], None]:
     def check(original: RunResult, mutant: RunResult) -> None:
         assert original.status == "ok", original
         assert mutant.exception is not None and mutant.exception.type == kind, mutant
@@ -201,7 +203,9 @@ def autocast_off_for_want_of_cuda(original: RunResult, mutant: RunResult) -> Non
 
 def loss_stays_bfloat16(original: RunResult, mutant: RunResult) -> None:
     assert original.stdout.startswith("torch.float32 torch.float32 ")
-    assert mutant.stdout.startswith("torch.bfloat16 torch.float32 ")  # the parameters' grads stay float32
+    assert mutant.stdout.startswith(
+        "torch.bfloat16 torch.float32 "
+    )  # the parameters' grads stay float32
 
 
 def same_output(original: RunResult, mutant: RunResult) -> None:
@@ -270,11 +274,15 @@ def test_the_rule_makes_its_change_and_nothing_else(case: Case) -> None:
     assert not mutant.normalised
     assert mutant.diff == unified_diff(case.code, expected, case.rule)
     changed = [line for line in mutant.diff.splitlines()[2:] if line[:1] in "+-"]
-    assert changed and all(line[1:] in case.code.splitlines() + expected.splitlines() for line in changed)
+    assert changed and all(
+        line[1:] in case.code.splitlines() + expected.splitlines() for line in changed
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_the_mutant_runs_and_shows_what_the_mistake_does(case: Case, reports: list[MutationReport], sandbox_pool: Sandbox) -> None:
+def test_the_mutant_runs_and_shows_what_the_mistake_does(
+    case: Case, reports: list[MutationReport], sandbox_pool: Sandbox
+) -> None:
     if case.cpu_only and sandbox_pool.environment.get("device_kind") == "cuda":
         pytest.skip("what this swap shows is a host without CUDA")
     report = reports[CASES.index(case)]
@@ -284,7 +292,9 @@ def test_the_mutant_runs_and_shows_what_the_mistake_does(case: Case, reports: li
     assert ran.visible_effect == (case.shows is not same_output)
 
 
-def test_the_training_loop_without_scale_raises_on_its_first_iteration(reports: list[MutationReport]) -> None:
+def test_the_training_loop_without_scale_raises_on_its_first_iteration(
+    reports: list[MutationReport],
+) -> None:
     """As the run's explanation says it: the step of the first iteration found no scale."""
     run = reports[0].mutants[0].run
     assert run.stdout == ""  # nothing after the loop ran

@@ -51,7 +51,9 @@ def section(page: str) -> str:
     return found.group(0)
 
 
-async def test_cards_show_each_recorded_mistake_with_its_diff_and_output(web: Web, sandbox_pool: Sandbox) -> None:
+async def test_cards_show_each_recorded_mistake_with_its_diff_and_output(
+    web: Web, sandbox_pool: Sandbox
+) -> None:
     entry = record_mutants(web, sandbox_pool)
     cards = section(await answered_page(web))
     rules = re.findall(r'data-rule="([\w-]+)"', cards)
@@ -75,8 +77,12 @@ async def test_recorded_text_is_escaped(web: Web, sandbox_pool: Sandbox) -> None
     data["questions"][QID]["mutants"][0]["diff"] += "\n+<img src=x onerror=alert(1)>"
     path.write_text(json.dumps(data))
     cards = section(await answered_page(web))
-    assert "<script>alert" not in cards and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in cards
-    assert "<img" not in cards and "&lt;img src=x onerror=alert(1)&gt;" in cards.replace("<wbr>", "")
+    assert (
+        "<script>alert" not in cards and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in cards
+    )
+    assert "<img" not in cards and "&lt;img src=x onerror=alert(1)&gt;" in cards.replace(
+        "<wbr>", ""
+    )
 
 
 async def test_no_record_no_cards(web: Web) -> None:
@@ -84,10 +90,14 @@ async def test_no_record_no_cards(web: Web) -> None:
     assert 'id="what-if"' not in page and "Not quite" in page
 
 
-async def test_a_question_changed_since_its_record_shows_no_cards(web: Web, sandbox_pool: Sandbox) -> None:
+async def test_a_question_changed_since_its_record_shows_no_cards(
+    web: Web, sandbox_pool: Sandbox
+) -> None:
     record_mutants(web, sandbox_pool)
     path = web.bank / "basics.yaml"
-    path.write_text(path.read_text().replace("y = layer(torch.ones(1, 4))", "y = layer(torch.ones(1, 4) * 1)"))
+    path.write_text(
+        path.read_text().replace("y = layer(torch.ones(1, 4))", "y = layer(torch.ones(1, 4) * 1)")
+    )
     loaded = load_bank(web.bank).question(QID)
     assert loaded is not None and "* 1" in (loaded.question.code or "")
     assert load_mutant_records(web.bank)  # the record is still there, only stale

@@ -15,7 +15,13 @@ def request(**limits: object) -> bytes:
 
 
 def test_a_request_round_trips() -> None:
-    sent = RunRequest("r1", "print(1)", Limits(wall_s=3, cpu_s=3, disk_bytes_per_s=32 << 20), explain=True, device="cuda")
+    sent = RunRequest(
+        "r1",
+        "print(1)",
+        Limits(wall_s=3, cpu_s=3, disk_bytes_per_s=32 << 20),
+        explain=True,
+        device="cuda",
+    )
     assert RunRequest.decode(sent.encode()) == sent
 
 

@@ -53,7 +53,9 @@ async def test_shares_and_turns_hold_for_every_web_process_together() -> None:
         first, second = [await PoolHostRuns.connect(str(host.path)) for _ in range(2)]
         ended: list[str] = []
 
-        async def run(via: PoolHostRuns, name: str, owners: tuple[str, ...], seconds: float) -> None:
+        async def run(
+            via: PoolHostRuns, name: str, owners: tuple[str, ...], seconds: float
+        ) -> None:
             code = f"import time\ntime.sleep({seconds})\nprint('{name}')"
             result = await via.run_in_turn(code, Limits(wall_s=20), lane="learner", owners=owners)
             assert result.stdout == f"{name}\n", result
@@ -71,15 +73,21 @@ async def test_shares_and_turns_hold_for_every_web_process_together() -> None:
         flood = ("address:10.0.0.1",)
         runs = []
         for n, (via, seconds) in enumerate(((first, 2.0), (second, 4.0), (second, 1.5))):
-            runs.append(asyncio.ensure_future(run(via, f"flood-{n}", (f"learner:{n}", *flood), seconds)))
+            runs.append(
+                asyncio.ensure_future(run(via, f"flood-{n}", (f"learner:{n}", *flood), seconds))
+            )
             await taken(n + 1)  # flood-0 and flood-1 run, flood-2 waits
         with pytest.raises(RunsFull) as refused:
-            await first.run_in_turn("print('one too many')", Limits(), lane="learner", owners=("learner:9", *flood))
+            await first.run_in_turn(
+                "print('one too many')", Limits(), lane="learner", owners=("learner:9", *flood)
+            )
         assert (refused.value.reason, refused.value.limit) == ("address", 3)
         # At 2 s a worker frees: the newcomer (nothing running) takes it before the flood's third
         # run (one running). First come, first served, flood-2 would run then and end at 3.5 s,
         # the newcomer only after flood-1, at 4.5 s.
-        newcomer = asyncio.ensure_future(run(first, "newcomer", ("learner:new", "address:10.0.0.2"), 0.5))
+        newcomer = asyncio.ensure_future(
+            run(first, "newcomer", ("learner:new", "address:10.0.0.2"), 0.5)
+        )
         await taken(4)
         await asyncio.gather(*runs, newcomer)
         assert ended.index("newcomer") < ended.index("flood-2"), ended

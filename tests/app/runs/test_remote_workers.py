@@ -48,14 +48,19 @@ async def test_runs_spread_over_two_workers(web: RemoteRuns, start: Start) -> No
     code = "import time, torch\ntime.sleep(0.3)\nprint(torch.ones(3).sum().item())"
     results = await asyncio.gather(*[web.run(code, QUICK) for _ in range(6)])
     assert [r.stdout for r in results] == ["3.0\n"] * 6
-    await until(lambda: sum(status_of(web, w.id)["done"] for w in workers) == 6)  # announced each second
+    await until(
+        lambda: sum(status_of(web, w.id)["done"] for w in workers) == 6
+    )  # announced each second
     done = {w.id: status_of(web, w.id)["done"] for w in workers}
     assert all(n >= 1 for n in done.values()), f"one worker did everything: {done}"
     listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "app.cli", "workers"], check=False,
                                      env={**os.environ, **WORKERS_ENV}, capture_output=True, text=True, timeout=30, cwd=REPO)  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     for w in workers:  # what an operator reads: who, on what, how busy, how many runs
-        assert re.search(rf"{w.id}: cpu \(.+\), torch 2\.13\.0 · 0/1 slots busy · {done[w.id]} runs, 0 failed", listed.stdout)
+        assert re.search(
+            rf"{w.id}: cpu \(.+\), torch 2\.13\.0 · 0/1 slots busy · {done[w.id]} runs, 0 failed",
+            listed.stdout,
+        )
 
 
 async def test_a_web_process_s_room_is_its_own_count_of_runs_in_flight(
@@ -100,7 +105,9 @@ async def test_a_busy_worker_takes_nothing_new(web: RemoteRuns, start: Start) ->
     assert second_started >= first_ended
 
 
-async def test_a_worker_killed_mid_run_hands_the_run_to_another(web: RemoteRuns, start: Start) -> None:
+async def test_a_worker_killed_mid_run_hands_the_run_to_another(
+    web: RemoteRuns, start: Start
+) -> None:
     workers = await start(2)
     slow = asyncio.ensure_future(web.run("import time\ntime.sleep(4)\nprint('finished')", QUICK))
     await until(lambda: any(status_of(web, w.id)["busy"] for w in workers))
@@ -109,15 +116,26 @@ async def test_a_worker_killed_mid_run_hands_the_run_to_another(web: RemoteRuns,
     victim.kill()
     others = [web.run(f"print({i})", QUICK) for i in range(4)]  # nothing else is lost meanwhile
     result, *rest = await asyncio.gather(slow, *others)
-    assert (result.status, result.stdout) == ("ok", "finished\n")  # once: one result, from the survivor
+    assert (result.status, result.stdout) == (
+        "ok",
+        "finished\n",
+    )  # once: one result, from the survivor
     assert [r.stdout for r in rest] == [f"{i}\n" for i in range(4)]
-    await until(lambda: "(delivery 2)" in survivor.log.read_text())  # it logs once it has acknowledged
+    await until(
+        lambda: "(delivery 2)" in survivor.log.read_text()
+    )  # it logs once it has acknowledged
     assert web.lost == 0
 
 
-async def test_a_run_whose_every_worker_dies_is_reported_lost_once(web: RemoteRuns, start: Start) -> None:
-    workers = await start(3)  # all pulling: one takes the run, another its second delivery, never a third
-    doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(60)", Limits(wall_s=60, cpu_s=60)))
+async def test_a_run_whose_every_worker_dies_is_reported_lost_once(
+    web: RemoteRuns, start: Start
+) -> None:
+    workers = await start(
+        3
+    )  # all pulling: one takes the run, another its second delivery, never a third
+    doomed = asyncio.ensure_future(
+        web.run("import time\ntime.sleep(60)", Limits(wall_s=60, cpu_s=60))
+    )
     await until(lambda: any(status_of(web, w.id)["busy"] for w in workers))
     first = next(w for w in workers if status_of(web, w.id)["busy"])
     first.kill()
@@ -137,7 +155,9 @@ async def test_a_run_whose_every_worker_dies_is_reported_lost_once(web: RemoteRu
     assert status_of(web, third.id)["done"] == 0
 
 
-async def test_a_run_left_with_no_worker_at_all_is_reported_lost(web: RemoteRuns, start: Start) -> None:
+async def test_a_run_left_with_no_worker_at_all_is_reported_lost(
+    web: RemoteRuns, start: Start
+) -> None:
     (only,) = await start(1)
     doomed = asyncio.ensure_future(web.run("import time\ntime.sleep(30)", QUICK))
     await until(lambda: status_of(web, only.id)["busy"] == 1)
@@ -148,7 +168,9 @@ async def test_a_run_left_with_no_worker_at_all_is_reported_lost(web: RemoteRuns
     assert web.lost == 1
 
 
-async def test_workers_told_to_stop_say_goodbye_and_exit_within_seconds(web: RemoteRuns, start: Start) -> None:
+async def test_workers_told_to_stop_say_goodbye_and_exit_within_seconds(
+    web: RemoteRuns, start: Start
+) -> None:
     """SIGTERM, as a host being rebooted sends: each worker finishes, says it is leaving (the web
     routes nothing more to it at once) and exits. A slot's connection used to wait 30 s for NATS
     to drain a subscription nobody read (most stops, not all: two workers make a miss unlikely)."""
@@ -163,7 +185,9 @@ async def test_workers_told_to_stop_say_goodbye_and_exit_within_seconds(web: Rem
     assert not web.online(), web.online()
 
 
-async def test_a_worker_silent_for_long_is_forgotten_not_kept_forever(web: RemoteRuns, start: Start) -> None:
+async def test_a_worker_silent_for_long_is_forgotten_not_kept_forever(
+    web: RemoteRuns, start: Start
+) -> None:
     """Every restart of a worker is a new id: the web forgets one it has not heard from for
     FORGET_AFTER_S (long after listing it offline), so a web up for months does not keep them all."""
     (alive,) = await start(1)
@@ -174,15 +198,21 @@ async def test_a_worker_silent_for_long_is_forgotten_not_kept_forever(web: Remot
     assert [w["id"] for w in web.online()] == [alive.id]
 
 
-async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(web: RemoteRuns, start: Start) -> None:
+async def test_cuda_with_only_cpu_workers_online_is_refused_at_once(
+    web: RemoteRuns, start: Start
+) -> None:
     await start(1)
     started = time.monotonic()
-    result = await web.run("import torch\nprint(torch.cuda.get_device_name())", QUICK, device="cuda")
+    result = await web.run(
+        "import torch\nprint(torch.cuda.get_device_name())", QUICK, device="cuda"
+    )
     assert time.monotonic() - started < 1.0
     assert result.status == "unavailable"
     assert "no CUDA worker is online" in result.message
     assert web.devices() == ["cpu"]
-    greedy = await asyncio.wait_for(web.run("print(1)", Limits(wall_s=3600)), 10)  # told at once, not lost later
+    greedy = await asyncio.wait_for(
+        web.run("print(1)", Limits(wall_s=3600)), 10
+    )  # told at once, not lost later
     assert greedy.status == "unavailable" and "The worker refused this run" in greedy.message
 
 
@@ -192,7 +222,9 @@ async def test_with_no_worker_online_a_run_is_refused_not_queued(web: RemoteRuns
     assert "no sandbox worker is online" in result.message
 
 
-async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_the_next(web: RemoteRuns, start: Start) -> None:
+async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_the_next(
+    web: RemoteRuns, start: Start
+) -> None:
     (worker,) = await start(1, slots=1)  # one slot: its pull loop must outlive the bad message
     nc = await nats.connect(NATS_SERVER)
     answers: list[object] = []
@@ -206,7 +238,9 @@ async def test_a_run_with_a_malformed_deadline_is_dropped_and_the_worker_serves_
         body = RunRequest("bad-deadline", "print('ran anyway')", QUICK).encode()
         headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: "soon", "Nats-Msg-Id": "bad-deadline",
                    SIGNATURE_HEADER: Signer(WORKERS_KEY).sign("run", subject, "bad-deadline", reply, "soon", body=body)}  # fmt: skip
-        await nc.jetstream().publish(subject, body, headers=headers)  # signed: only the header is wrong
+        await nc.jetstream().publish(
+            subject, body, headers=headers
+        )  # signed: only the header is wrong
         after = await asyncio.wait_for(web.run("print('next')", QUICK), 20)
         await nc.flush()
     finally:
@@ -235,14 +269,21 @@ async def test_another_deployment_on_the_same_nats_server_neither_hears_this_one
 
         theirs = Layout.of(other_url)
         subject, reply, run_id = theirs.run_subject("cpu"), other.results_subject, uuid.uuid4().hex
-        body, deadline = RunRequest(run_id, "print('taken')", QUICK).encode(), f"{time.time() + 60:.3f}"
+        body, deadline = (
+            RunRequest(run_id, "print('taken')", QUICK).encode(),
+            f"{time.time() + 60:.3f}",
+        )
         headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: deadline, "Nats-Msg-Id": run_id,
                    SIGNATURE_HEADER: Signer(WORKERS_KEY).sign("run", subject, run_id, reply, deadline, body=body)}  # fmt: skip
-        await nc.jetstream().publish(subject, body, headers=headers)  # signed with the very key this worker holds
+        await nc.jetstream().publish(
+            subject, body, headers=headers
+        )  # signed with the very key this worker holds
         ours = await asyncio.wait_for(web.run("print('ours')", QUICK), 20)
         assert (ours.status, ours.stdout) == ("ok", "ours\n")
         await asyncio.sleep(1.5)  # a worker slot asks for a run every second
-        assert (await nc.jetstream().stream_info(theirs.stream("cpu"))).state.messages == 1  # still waiting there
+        assert (
+            await nc.jetstream().stream_info(theirs.stream("cpu"))
+        ).state.messages == 1  # still waiting there
         await until(lambda: status_of(web, worker.id)["done"] == 1)  # ours, and nothing else
     finally:
         await other.close()

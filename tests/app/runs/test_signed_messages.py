@@ -56,18 +56,30 @@ async def overhear(nc: Any, subject: str) -> list[Any]:
     return heard
 
 
-async def test_a_forged_result_is_ignored_and_the_genuine_one_returned(web: RemoteRuns, start: Start) -> None:
+async def test_a_forged_result_is_ignored_and_the_genuine_one_returned(
+    web: RemoteRuns, start: Start
+) -> None:
     await start(1)
     nc = await outsider()
     seen = await overhear(nc, LAYOUT.run_subject("*"))
     try:
-        running = asyncio.ensure_future(web.run("import time\ntime.sleep(1.5)\nprint('genuine')", QUICK))
-        await until(lambda: bool(seen))  # what travels in clear: the run's id and where its result goes
+        running = asyncio.ensure_future(
+            web.run("import time\ntime.sleep(1.5)\nprint('genuine')", QUICK)
+        )
+        await until(
+            lambda: bool(seen)
+        )  # what travels in clear: the run's id and where its result goes
         request = seen[0]
         run_id, reply = request.headers["Nats-Msg-Id"], request.headers[layout.REPLY_HEADER]
         forged = encode_result(RunResult(status="ok", stdout="forged\n"))
-        for signature in (None, "0" * 64, Signer(OUTSIDERS_KEY).sign("result", run_id, reply, body=forged)):
-            headers = {layout.RUN_HEADER: run_id} | ({SIGNATURE_HEADER: signature} if signature else {})
+        for signature in (
+            None,
+            "0" * 64,
+            Signer(OUTSIDERS_KEY).sign("result", run_id, reply, body=forged),
+        ):
+            headers = {layout.RUN_HEADER: run_id} | (
+                {SIGNATURE_HEADER: signature} if signature else {}
+            )
             await nc.publish(reply, forged, headers=headers)
         await nc.flush()
         result = await asyncio.wait_for(running, 20)
@@ -77,11 +89,15 @@ async def test_a_forged_result_is_ignored_and_the_genuine_one_returned(web: Remo
     assert web.signer.forgeries >= 3  # (other processes on a shared NATS server may add theirs)
 
 
-async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, start: Start) -> None:
+async def test_a_forged_run_request_is_never_run_nor_answered(
+    web: RemoteRuns, start: Start
+) -> None:
     (worker,) = await start(1)
     nc = await outsider()
     js = nc.jetstream()
-    listening = LAYOUT.results_subject("0123456789ab")  # a web's results subject, as a worker accepts
+    listening = LAYOUT.results_subject(
+        "0123456789ab"
+    )  # a web's results subject, as a worker accepts
     answers, elsewhere = await overhear(nc, listening), await overhear(nc, "victim.>")
     subject = LAYOUT.run_subject("cpu")
     deadline = f"{time.time() + 60:.3f}"
@@ -93,9 +109,15 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
         ]):  # fmt: skip
             run_id = f"forged{n}"
             body = RunRequest(run_id, "print('pwned')", QUICK).encode()
-            headers = {layout.REPLY_HEADER: reply, layout.DEADLINE_HEADER: deadline, "Nats-Msg-Id": run_id}
+            headers = {
+                layout.REPLY_HEADER: reply,
+                layout.DEADLINE_HEADER: deadline,
+                "Nats-Msg-Id": run_id,
+            }
             if key:
-                headers[SIGNATURE_HEADER] = Signer(key).sign("run", subject, run_id, reply, deadline, body=body)
+                headers[SIGNATURE_HEADER] = Signer(key).sign(
+                    "run", subject, run_id, reply, deadline, body=body
+                )
             await js.publish(subject, body, headers=headers)
         genuine = await web.run("print('genuine')", QUICK)  # queued behind the forgeries
         assert genuine.stdout == "genuine\n"
@@ -111,7 +133,9 @@ async def test_a_forged_run_request_is_never_run_nor_answered(web: RemoteRuns, s
     assert "pwned" not in worker.log.read_text()
 
 
-async def test_a_captured_run_request_published_again_is_not_run_twice(web: RemoteRuns, start: Start) -> None:
+async def test_a_captured_run_request_published_again_is_not_run_twice(
+    web: RemoteRuns, start: Start
+) -> None:
     """Whoever can read the queue can copy a signed request and publish it again, byte for byte.
     The server drops it by its id for longer than any request's deadline (past which the
     workers drop it, unrun): with its old 120 s window, a run with a long wall limit could be
@@ -131,7 +155,10 @@ async def test_a_captured_run_request_published_again_is_not_run_twice(web: Remo
     assert replayed.duplicate is True
     assert status_of(web, worker.id)["done"] == 1
     longest_deadline = layout.patience_s(MAX_LIMITS.wall_s)
-    assert info.config.duplicate_window is not None and info.config.duplicate_window >= longest_deadline
+    assert (
+        info.config.duplicate_window is not None
+        and info.config.duplicate_window >= longest_deadline
+    )
 
 
 async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, start: Start) -> None:
@@ -144,7 +171,11 @@ async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, sta
     ghost = json.dumps({"id": "ghost", "device_kind": "cuda", "device_name": "a forged GPU",
                         "torch_version": "2.13.0", "slots": 64, "busy": 0, "sent": time.time()}).encode()  # fmt: skip
     try:
-        for headers in ({}, {SIGNATURE_HEADER: "f" * 64}, {SIGNATURE_HEADER: Signer(OUTSIDERS_KEY).sign("status", body=ghost)}):
+        for headers in (
+            {},
+            {SIGNATURE_HEADER: "f" * 64},
+            {SIGNATURE_HEADER: Signer(OUTSIDERS_KEY).sign("status", body=ghost)},
+        ):
             await nc.publish(LAYOUT.status_subject, ghost, headers=headers)
         await nc.flush()
         await asyncio.sleep(0.5)
@@ -167,8 +198,15 @@ async def test_a_forged_or_replayed_announcement_is_ignored(web: RemoteRuns, sta
 
 @pytest.mark.parametrize("key", ["", "too-short"])
 @pytest.mark.parametrize("command", [["worker"], ["serve"], ["workers"]])
-def test_remote_mode_refuses_to_start_without_a_long_enough_key(command: list[str], key: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AMPQUIZ_WORKERS_URL": NATS_URL, "AMPQUIZ_WORKERS_KEY": key}
+def test_remote_mode_refuses_to_start_without_a_long_enough_key(
+    command: list[str], key: str
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "AMPQUIZ_WORKERS_URL": NATS_URL,
+        "AMPQUIZ_WORKERS_KEY": key,
+    }
     done = subprocess.run([sys.executable, "-m", "app.cli", *command], env=env, check=False,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2

@@ -16,13 +16,17 @@ from tests.support.server import BANK
 from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 
 
-def ampquiz(*args: str, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]) -> subprocess.CompletedProcess[str]:
+def ampquiz(
+    *args: str, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), **WORKERS_ENV, "AMPQUIZ_WORKERS_KEY": key}
     return subprocess.run([sys.executable, "-m", "app.cli", *args], check=False, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
 
 
-def verify_remote(bank: Path, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]) -> subprocess.CompletedProcess[str]:
+def verify_remote(
+    bank: Path, key: str = WORKERS_ENV["AMPQUIZ_WORKERS_KEY"]
+) -> subprocess.CompletedProcess[str]:
     return ampquiz("verify", str(bank), "--remote", "--record", key=key)
 
 
@@ -48,8 +52,13 @@ def test_verify_remote_writes_the_record_of_the_workers_environment(tmp_path: Pa
     finally:
         worker.stop()
     assert mistaken.returncode == 2 and "no worker is online" in mistaken.stderr
-    assert "signed with a key other than this AMPQUIZ_WORKERS_KEY" in mistaken.stderr, mistaken.stderr
-    assert listed.returncode == 1 and "signed with a key other than this AMPQUIZ_WORKERS_KEY" in listed.stdout
+    assert "signed with a key other than this AMPQUIZ_WORKERS_KEY" in mistaken.stderr, (
+        mistaken.stderr
+    )
+    assert (
+        listed.returncode == 1
+        and "signed with a key other than this AMPQUIZ_WORKERS_KEY" in listed.stdout
+    )
     assert "signed with a key other" not in nobody.stderr  # nobody at all answered the first time
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed, 0 failed, 0 skipped on cpu" in done.stdout

@@ -21,7 +21,13 @@ from tests.support.workers import WORKERS_ENV, WorkerProcess, reset_stream
 def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, WorkerProcess]]:
     asyncio.run(reset_stream())
     web = Server(tmp_path, args=("--processes", "2"))
-    web.env.update({**WORKERS_ENV, "AMPQUIZ_DATABASE_URL": postgres_url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"})
+    web.env.update(
+        {
+            **WORKERS_ENV,
+            "AMPQUIZ_DATABASE_URL": postgres_url,
+            "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789",
+        }
+    )
     worker = None
     try:
         web.start(healthy=False)  # no worker online yet: up, but it cannot run code
@@ -35,11 +41,15 @@ def deployment(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Server, Work
             worker.stop()
 
 
-def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tuple[Server, WorkerProcess]) -> None:
+def test_two_web_processes_on_postgres_grade_and_show_remote_runs(
+    deployment: tuple[Server, WorkerProcess],
+) -> None:
     server, _worker = deployment
     with httpx.Client(base_url=server.url, timeout=30) as c:
         deadline = time.monotonic() + 90
-        while (health := c.get("/healthz").json())["sandbox"].get("workers") == [] or not health["ok"]:
+        while (health := c.get("/healthz").json())["sandbox"].get("workers") == [] or not health[
+            "ok"
+        ]:
             assert time.monotonic() < deadline, health
             time.sleep(0.3)
         assert health["sandbox"]["kind"] == "remote" and health["sandbox"]["devices"] == ["cpu"]
@@ -52,18 +62,30 @@ def test_two_web_processes_on_postgres_grade_and_show_remote_runs(deployment: tu
         while len(web_processes(server.proc.pid)) != 2:
             assert time.monotonic() < deadline, server.log.read_text()[-3000:]
             time.sleep(0.3)
-        everything = children(server.proc.pid) + [c for p in children(server.proc.pid) for c in children(p)]
+        everything = children(server.proc.pid) + [
+            c for p in children(server.proc.pid) for c in children(p)
+        ]
         assert not any("sandbox.zygote" in cmdline(p) for p in everything)
 
-        run = c.post("/api/run", json={"code": "import torch\nprint(torch.ones(2, 2).sum().item())"}).json()["run"]
+        run = c.post(
+            "/api/run", json={"code": "import torch\nprint(torch.ones(2, 2).sum().item())"}
+        ).json()["run"]
         assert (run["status"], run["stdout"]) == ("ok", "4.0\n")
 
-        while (proof := c.get("/api/questions/gradscaler-skips-inf-step").json()["proof"])["state"] != "proved":
-            assert time.monotonic() < deadline, proof  # by the committed CPU record or a run on the worker
+        while (proof := c.get("/api/questions/gradscaler-skips-inf-step").json()["proof"])[
+            "state"
+        ] != "proved":
+            assert time.monotonic() < deadline, (
+                proof
+            )  # by the committed CPU record or a run on the worker
             time.sleep(0.3)
         shown = c.get("/api/questions/gradscaler-skips-inf-step").json()["choices"]
-        right = positions(shown, "gradscaler-skips-inf-step", 0)  # the bank's first choice is its key
-        answer = c.post("/api/questions/gradscaler-skips-inf-step/attempts", json={"choices": right})
+        right = positions(
+            shown, "gradscaler-skips-inf-step", 0
+        )  # the bank's first choice is its key
+        answer = c.post(
+            "/api/questions/gradscaler-skips-inf-step/attempts", json={"choices": right}
+        )
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["correct"] is True

@@ -45,11 +45,17 @@ for family, address in {targets!r}:
 def host_addresses() -> list[str]:
     """This host's own IPv4 addresses, loopback included (the kernel's table of local ones)."""
     lines = Path("/proc/net/fib_trie").read_text().splitlines()
-    found = {previous.split()[-1] for previous, line in itertools.pairwise(lines) if "/32 host LOCAL" in line}
+    found = {
+        previous.split()[-1]
+        for previous, line in itertools.pairwise(lines)
+        if "/32 host LOCAL" in line
+    }
     return sorted(found)
 
 
-async def test_cant_reach_the_nats_server_or_any_host_socket_from_a_worker_run(web: RemoteRuns, start: Start) -> None:
+async def test_cant_reach_the_nats_server_or_any_host_socket_from_a_worker_run(
+    web: RemoteRuns, start: Start
+) -> None:
     await start(1)
     short = tempfile.TemporaryDirectory(prefix="aq-")  # a Unix socket's path has at most 107 bytes
     tmp_path = Path(short.name)
@@ -59,7 +65,9 @@ async def test_cant_reach_the_nats_server_or_any_host_socket_from_a_worker_run(w
     unix.bind(str(tmp_path / "host.sock"))
     unix.listen()
     targets: list[tuple[int, object]] = [(socket.AF_INET, (nats.hostname, nats.port))]
-    targets += [(socket.AF_INET, (address, listening.getsockname()[1])) for address in host_addresses()]
+    targets += [
+        (socket.AF_INET, (address, listening.getsockname()[1])) for address in host_addresses()
+    ]
     targets.append((socket.AF_UNIX, str(tmp_path / "host.sock")))
     postgres = "/var/run/postgresql/.s.PGSQL.5432"
     if os.path.exists(postgres):  # a service's Unix socket, where there is one
@@ -68,7 +76,9 @@ async def test_cant_reach_the_nats_server_or_any_host_socket_from_a_worker_run(w
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.settimeout(3)
             s.connect(address)
-    result = await web.run(REACH.format(targets=[(int(family), address) for family, address in targets]), QUICK)
+    result = await web.run(
+        REACH.format(targets=[(int(family), address) for family, address in targets]), QUICK
+    )
     assert result.status == "ok", result
     lines = result.stdout.splitlines()
     assert len(lines) == len(targets)
@@ -78,9 +88,13 @@ async def test_cant_reach_the_nats_server_or_any_host_socket_from_a_worker_run(w
     short.cleanup()
 
 
-async def test_a_worker_killed_by_sigkill_leaves_no_process_of_its_pool(web: RemoteRuns, start: Start) -> None:
+async def test_a_worker_killed_by_sigkill_leaves_no_process_of_its_pool(
+    web: RemoteRuns, start: Start
+) -> None:
     (worker,) = await start(1, slots=2)
-    running = asyncio.ensure_future(web.run("import time\ntime.sleep(30)", QUICK))  # a runner mid-run too
+    running = asyncio.ensure_future(
+        web.run("import time\ntime.sleep(30)", QUICK)
+    )  # a runner mid-run too
     await until(lambda: any(w["busy"] for w in web.online()))
     tree = process_tree(worker.proc.pid)
     assert len(tree) >= 3, tree  # its zygote and prepared runners, and the busy one

@@ -82,7 +82,9 @@ def differences(url: str, metadata: sa.MetaData) -> list[Any]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+            return compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+            )
     finally:
         engine.dispose()
 
@@ -148,7 +150,9 @@ def fill(store: Store) -> None:
                              answer=[i], correct=correct, fingerprint="v1", submit_id=f"form-{i}", seconds=1.5 + i,
                              review=None if correct else ReviewUpdate(card_json=json.dumps({"n": i}), due=due))  # fmt: skip
     store.keep_run("k" * 64, '{"stdout": "ok"}')
-    made = interviews.create(store, ["q0", {"id": "snippet-1", "code": "print(1)"}], by="ida", minutes=30)
+    made = interviews.create(
+        store, ["q0", {"id": "snippet-1", "code": "print(1)"}], by="ida", minutes=30
+    )
     interviews.append(store, made.interview.id, "note", {"text": "good"})
     instructors.add(store, "ida")
     instructors.new_link(store, "ida")
@@ -217,7 +221,9 @@ def test_the_check_finds_a_model_change_no_revision_made(url: str) -> None:
         for table in models().sorted_tables:
             table.to_metadata(changed)
         if change == "column":
-            changed.tables["attempt"].append_column(sa.Column("course_id", sa.String(64), nullable=True))
+            changed.tables["attempt"].append_column(
+                sa.Column("course_id", sa.String(64), nullable=True)
+            )
         elif change == "table":
             sa.Table("course", changed, sa.Column("id", sa.String(64), primary_key=True))
         else:
@@ -266,12 +272,19 @@ def test_a_database_holding_rows_is_upgraded_and_keeps_every_one(
         store = Store(url)
     assert revision_of(url) == NEXT and rows(url) == before
     after = store.learner_data("ann")
-    assert (after.latest, after.by_topic, after.recent) == (progress.latest, progress.by_topic, progress.recent)
+    assert (after.latest, after.by_topic, after.recent) == (
+        progress.latest,
+        progress.by_topic,
+        progress.recent,
+    )
     assert instructors.names(store) == ["ida"]
     store.close()
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM attempt WHERE course_id = ''")).scalar_one() == 3
+        assert (
+            conn.execute(sa.text("SELECT count(*) FROM attempt WHERE course_id = ''")).scalar_one()
+            == 3
+        )
         if url.startswith("sqlite"):  # the copied tables' foreign keys still hold
             assert conn.execute(sa.text("PRAGMA foreign_key_check")).all() == []
     engine.dispose()
@@ -292,7 +305,9 @@ def test_an_upgrade_that_fails_half_way_leaves_the_database_as_it_was(
     second_revision(tmp_path, monkeypatch, breaks=True)
     with pytest.raises(RuntimeError, match="half-way"):
         migrate.upgrade(engine)
-    assert columns(engine) == tables  # no table made (the first thing it did), copied or left half copied
+    assert (
+        columns(engine) == tables
+    )  # no table made (the first thing it did), copied or left half copied
     engine.dispose()
     assert revision_of(url) == HEAD and rows(url) == before
 
@@ -328,7 +343,9 @@ def opened_from_before_migrations(url: str, recognised: str) -> None:
     """Opens a database made before migrations: stamped as the first revision (`recognised`
     says so), then upgraded to the head where the store upgrades (SQLite); a server database past
     the first revision is refused, changed in nothing, until `ampquiz db upgrade` does the same."""
-    done = [recognised] + ([f"upgraded from {migrate.FIRST} to {HEAD}"] if HEAD != migrate.FIRST else [])
+    done = [recognised] + (
+        [f"upgraded from {migrate.FIRST} to {HEAD}"] if HEAD != migrate.FIRST else []
+    )
     if url.startswith("postgresql") and HEAD != migrate.FIRST:
         with pytest.raises(SchemaOutOfDate, match=f"needs {HEAD}: run `ampquiz db upgrade`"):
             Store(url)
@@ -337,7 +354,9 @@ def opened_from_before_migrations(url: str, recognised: str) -> None:
         assert migrate.upgrade(engine) == done
         engine.dispose()
     store = Store(url)
-    assert store.schema_changes == ([] if url.startswith("postgresql") and HEAD != migrate.FIRST else done)
+    assert store.schema_changes == (
+        [] if url.startswith("postgresql") and HEAD != migrate.FIRST else done
+    )
     store.close()
     assert revision_of(url) == HEAD
 
@@ -356,9 +375,13 @@ def test_a_database_made_before_migrations_is_taken_as_the_first_revision(url: s
 def test_one_made_before_the_interviews_were_ever_used_gets_their_tables_too(url: str) -> None:
     """Interviews' and instructors' tables were made when first used: a database without them
     is still the first revision, their tables made empty."""
-    made_before_migrations(url, leave_out=("sign_in_link", "instructor", "interview_event", "interview"))
+    made_before_migrations(
+        url, leave_out=("sign_in_link", "instructor", "interview_event", "interview")
+    )
     made = "added table instructor, table interview, table interview_event, table sign_in_link"
-    opened_from_before_migrations(url, f"recognised as revision 0001 (made before migrations): {made}")
+    opened_from_before_migrations(
+        url, f"recognised as revision 0001 (made before migrations): {made}"
+    )
     store = Store(url)
     instructors.add(store, "ida")
     store.close()
@@ -384,8 +407,13 @@ def test_one_made_by_an_older_ampquiz_is_brought_up_where_it_may_be(url: str) ->
     if url.startswith("postgresql"):
         with pytest.raises(SchemaOutOfDate) as refused:
             Store(url)
-        assert str(refused.value).endswith(f"this ampquiz needs revision {HEAD}: run `ampquiz db upgrade`")
-        assert "lacks table last_answer, table topic_score, column attempt.seconds, index ix_attempt_learner_question" in str(refused.value)
+        assert str(refused.value).endswith(
+            f"this ampquiz needs revision {HEAD}: run `ampquiz db upgrade`"
+        )
+        assert (
+            "lacks table last_answer, table topic_score, column attempt.seconds, index ix_attempt_learner_question"
+            in str(refused.value)
+        )
         assert revision_of(url) is None
         engine = make_engine(url)
         migrate.upgrade(engine)
@@ -413,7 +441,9 @@ AMPQUIZ = "from app.cli import main; sys.exit(main(sys.argv[1:]))"
 WEB_PROCESS = "import app.web.server.process as p; p.create_app()"
 
 
-def ampquiz_with(folder: Path, code: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def ampquiz_with(
+    folder: Path, code: str, *args: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", WITH_MIGRATIONS, str(folder), code, *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
 
@@ -435,19 +465,28 @@ def test_serve_on_a_server_database_at_an_older_revision_refuses_and_names_the_c
     needs = f"the database at {postgres_url} is at revision {HEAD}, this ampquiz needs {NEXT}: run `ampquiz db upgrade`"
 
     out = ampquiz_with(folder, AMPQUIZ, "serve", "--processes", "2", env=env, cwd=tmp_path)
-    assert out.returncode == 1 and "Traceback" not in out.stderr and "serving on" not in out.stderr, out.stderr[-3000:]
-    assert [line for line in out.stderr.splitlines() if line.startswith("ampquiz")] == [f"ampquiz serve: {needs}"]
+    assert (
+        out.returncode == 1 and "Traceback" not in out.stderr and "serving on" not in out.stderr
+    ), out.stderr[-3000:]
+    assert [line for line in out.stderr.splitlines() if line.startswith("ampquiz")] == [
+        f"ampquiz serve: {needs}"
+    ]
     assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
     out = ampquiz_with(folder, WEB_PROCESS, env=env, cwd=tmp_path)
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     assert out.stderr.strip().splitlines()[-1] == f"ampquiz: a web process could not start: {needs}"
     assert revision_of(postgres_url) == HEAD
 
-    assert ampquiz_with(folder, AMPQUIZ, "db", "current", "--check", env=env, cwd=tmp_path).returncode == 1
+    assert (
+        ampquiz_with(folder, AMPQUIZ, "db", "current", "--check", env=env, cwd=tmp_path).returncode
+        == 1
+    )
     upgraded = ampquiz_with(folder, AMPQUIZ, "db", "upgrade", env=env, cwd=tmp_path)
     assert upgraded.stdout == f"{postgres_url}: upgraded from {HEAD} to {NEXT}\n", upgraded
     checked = ampquiz_with(folder, AMPQUIZ, "db", "current", "--check", env=env, cwd=tmp_path)
-    assert checked.returncode == 0 and checked.stdout == f"{postgres_url}: {NEXT} (head): up to date\n", checked
+    assert (
+        checked.returncode == 0 and checked.stdout == f"{postgres_url}: {NEXT} (head): up to date\n"
+    ), checked
 
 
 def test_the_cli_says_where_a_database_stands(tmp_path: Path) -> None:
@@ -459,10 +498,15 @@ def test_the_cli_says_where_a_database_stands(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
         return out.stdout
 
-    assert ampquiz("current") == f"{url}: none: an empty database (the server's first start, or `ampquiz db upgrade`, makes revision {HEAD})\n"
+    assert (
+        ampquiz("current")
+        == f"{url}: none: an empty database (the server's first start, or `ampquiz db upgrade`, makes revision {HEAD})\n"
+    )
     assert ampquiz("upgrade") == f"{url}: upgraded from empty to {HEAD}\n"
     assert ampquiz("upgrade") == f"{url}: at revision {HEAD} already, this ampquiz's own\n"
     assert ampquiz("current") == f"{url}: {HEAD} (head): up to date\n"
     history = ampquiz("history")
-    assert history.startswith(f"{HEAD} (head)  ") and history.rstrip().splitlines()[-1].startswith("0001 ")
+    assert history.startswith(f"{HEAD} (head)  ") and history.rstrip().splitlines()[-1].startswith(
+        "0001 "
+    )
     assert "  The first schema: every table and index" in history

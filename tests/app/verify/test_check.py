@@ -16,7 +16,9 @@ from sandbox import RunResult
     ("tensor(-inf)", "inf", False), ("tensor(inf)", "inf", True), ("-1.0", "1.0", False), ("+1.0", "1.0", False),
     ("0.5", "5", False), ("x=-1.0", "-1.0", True), ("tensor(nan)", "nan", True), ("-nan", "nan", False),
 ])  # fmt: skip
-def test_a_fragment_is_found_whole_not_inside_a_longer_name_or_number(printed: str, fragment: str, found: bool) -> None:
+def test_a_fragment_is_found_whole_not_inside_a_longer_name_or_number(
+    printed: str, fragment: str, found: bool
+) -> None:
     """`stdout_contains: [float]` proved a right choice saying float32 over a run that printed
     bfloat16 (an AMP expert's planted key), and `float16` is inside `bfloat16`; `inf` proved a
     choice saying +inf over a run that printed -inf (a sign is part of the number)."""
@@ -38,10 +40,15 @@ def test_a_key_a_torch_release_changed_is_proved_only_by_a_run_on_the_releases_i
         id="q", topic="t", difficulty=1, prompt="p", explanation="e", source="s", kind="predict_output",
         code="print(1)", answer="1", requires="cuda", torch_versions=">=2.12",
     )  # fmt: skip
-    assert skip_reason(question, "cuda", "2.11.0") == "its key is what torch >=2.12 does; this host runs torch 2.11.0"
+    assert (
+        skip_reason(question, "cuda", "2.11.0")
+        == "its key is what torch >=2.12 does; this host runs torch 2.11.0"
+    )
     for newer in ("2.12.0", "2.13.0", "2.13.0+cu130", "2.14.0.dev20261101"):
         assert skip_reason(question, "cuda", newer) is None, newer
-    assert skip_reason(question.model_copy(update={"torch_versions": None}), "cuda", "2.11.0") is None
+    assert (
+        skip_reason(question.model_copy(update={"torch_versions": None}), "cuda", "2.11.0") is None
+    )
 
 
 def test_an_answer_is_proved_only_by_a_run_that_prints_it_not_by_an_accepted_spelling() -> None:

@@ -23,10 +23,16 @@ def question(**fields: object) -> LoadedQuestion:
 
 def record(environment: dict[str, str], loaded: LoadedQuestion, result: str) -> Record:
     entry = {"result": result, "hash": question_hash(loaded.question)}
-    return Record(Path(f"{environment['device_kind']}.json"), {**environment, "date": "2026-11-27"}, {loaded.id: entry})
+    return Record(
+        Path(f"{environment['device_kind']}.json"),
+        {**environment, "date": "2026-11-27"},
+        {loaded.id: entry},
+    )
 
 
-def test_a_cuda_server_grades_a_question_about_the_cpu_on_the_cpu_record_not_on_its_own_run() -> None:
+def test_a_cuda_server_grades_a_question_about_the_cpu_on_the_cpu_record_not_on_its_own_run() -> (
+    None
+):
     """A question about the CPU's output runs on a CUDA host too, but there its run proves what
     CUDA prints (`device_answers.cuda`), not the CPU answer learners are graded on: that was
     "proved" on the CUDA host, a wrong CPU key with it (an AMP expert's review)."""
@@ -41,7 +47,9 @@ def test_a_cuda_server_grades_a_question_about_the_cpu_on_the_cpu_record_not_on_
     assert ProofBook(CPU).runnable_here(loaded)
 
 
-def test_a_key_about_other_torch_releases_is_held_back_unless_a_record_made_on_one_proves_it() -> None:
+def test_a_key_about_other_torch_releases_is_held_back_unless_a_record_made_on_one_proves_it() -> (
+    None
+):
     """`torch_versions: ">=2.14"` on a server running 2.13.0 was graded as "elsewhere", on the
     author's word, beside this server's own run printing something else."""
     loaded = question(requires="cpu", torch_versions=">=2.14")
@@ -52,7 +60,10 @@ def test_a_key_about_other_torch_releases_is_held_back_unless_a_record_made_on_o
     assert book.proof(loaded, [record(newer, loaded, "pass")]).state == "elsewhere"
     assert book.proof(loaded, [record(newer, loaded, "fail")]).state == "held_back"
     # A record of another device says nothing of the CPU's key.
-    assert book.proof(loaded, [record({**CUDA, "torch_version": "2.14.1"}, loaded, "pass")]).state == "held_back"
+    assert (
+        book.proof(loaded, [record({**CUDA, "torch_version": "2.14.1"}, loaded, "pass")]).state
+        == "held_back"
+    )
     assert ProofBook({"device_kind": "cpu", "torch_version": "2.14.1"}).runnable_here(loaded)
 
 
@@ -66,7 +77,9 @@ def test_a_later_run_that_contradicts_a_proved_key_holds_it_back_whatever_proved
     book = ProofBook(CPU)
     lucky = [record(CPU, loaded, "pass")]
     assert book.proof(loaded, lucky).state == "proved"
-    book.witness(loaded, RunResult(status="timeout", stdout=""))  # ended for a reason of the moment: says nothing
+    book.witness(
+        loaded, RunResult(status="timeout", stdout="")
+    )  # ended for a reason of the moment: says nothing
     book.witness(loaded, RunResult(status="ok", stdout="True\n"))
     assert book.proof(loaded, lucky).state == "proved"
     book.witness(loaded, RunResult(status="ok", stdout="False\n"))
@@ -88,8 +101,13 @@ def test_a_right_choice_whose_words_disagree_with_its_outcome_is_held_back(tmp_p
     (tmp_path / "swapped.yaml").write_text(SWAPPED)
     loaded = load_bank(tmp_path).question("swapped-texts")
     held = ProofBook(CPU).proof(loaded, [record(CPU, loaded, "pass")])
-    assert held.state == "held_back" and "choice 1's text names float32, but its outcome prints bfloat16" in held.reason
-    (tmp_path / "swapped.yaml").write_text(SWAPPED.replace("It prints `torch.float32`, because", "It prints `torch.bfloat16`, because"))
+    assert (
+        held.state == "held_back"
+        and "choice 1's text names float32, but its outcome prints bfloat16" in held.reason
+    )
+    (tmp_path / "swapped.yaml").write_text(
+        SWAPPED.replace("It prints `torch.float32`, because", "It prints `torch.bfloat16`, because")
+    )
     fixed = load_bank(tmp_path).question("swapped-texts")
     assert ProofBook(CPU).proof(fixed, [record(CPU, fixed, "pass")]).state == "proved"
 

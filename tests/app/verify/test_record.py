@@ -34,9 +34,16 @@ def bank_with_record(folder: Path, *, stale: set[str]) -> Path:
         digest = "0" * 16 if loaded.id in stale else question_hash(loaded.question)
         results[loaded.id] = {"result": result, "hash": digest}
     results["gone-question"] = {"result": "pass", "hash": "1" * 16}
-    env = {"torch_version": "2.13.0", "device_kind": "cpu", "device_name": "x", "date": "2026-11-01T00:00:00+00:00"}
+    env = {
+        "torch_version": "2.13.0",
+        "device_kind": "cpu",
+        "device_name": "x",
+        "date": "2026-11-01T00:00:00+00:00",
+    }
     (folder / "verified").mkdir()
-    (folder / "verified" / "cpu-torch2.13.0.json").write_text(Record(Path("x"), env, results).to_json())
+    (folder / "verified" / "cpu-torch2.13.0.json").write_text(
+        Record(Path("x"), env, results).to_json()
+    )
     return folder
 
 
@@ -56,7 +63,11 @@ def test_the_rule_is_the_same_for_every_result(tmp_path: Path) -> None:
         "cpu-torch2.13.0.json: po-linear-dtype changed since it was verified",
         "cpu-torch2.13.0.json: po-needs-cuda changed since it was verified",
     ]
-    labels = {q.id: [v.result for v in verifications(records, q)] for q in bank.questions if q.question.code}
+    labels = {
+        q.id: [v.result for v in verifications(records, q)]
+        for q in bank.questions
+        if q.question.code
+    }
     assert labels == {
         "po-linear-dtype": ["stale", "none"],
         "mc-half-dtype": ["pass", "none"],
@@ -94,9 +105,14 @@ def test_a_question_not_run_on_a_device_says_why_beside_it(tmp_path: Path) -> No
     folder = bank_with_record(tmp_path / "bank", stale=set())
     path = folder / "verified" / "cpu-torch2.13.0.json"
     data = json.loads(path.read_text())
-    data["results"]["mc-half-dtype"].update(result="skip", reason="its key is what torch >=2.14 does; this host runs torch 2.13.0")
+    data["results"]["mc-half-dtype"].update(
+        result="skip", reason="its key is what torch >=2.14 does; this host runs torch 2.13.0"
+    )
     path.write_text(json.dumps(data))
     loaded = load_bank(folder).question("mc-half-dtype")
     assert loaded is not None
     cpu = verifications(load_records(folder), loaded)[0]
-    assert cpu.label == "not run on CPU: its key is what torch >=2.14 does; this host runs torch 2.13.0 (2026-11-01)"
+    assert (
+        cpu.label
+        == "not run on CPU: its key is what torch >=2.14 does; this host runs torch 2.13.0 (2026-11-01)"
+    )

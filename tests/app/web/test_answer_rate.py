@@ -72,6 +72,7 @@ def test_the_buckets_kept_stay_bounded() -> None:
 
 # --- through the app ---------------------------------------------------------------------------
 
+
 @pytest.mark.anyio
 async def test_the_page_refuses_an_answer_past_the_rate_and_keeps_what_was_typed(web: Web) -> None:
     async with web.client(answers_per_minute=2) as c:
@@ -81,7 +82,9 @@ async def test_the_page_refuses_an_answer_past_the_rate_and_keeps_what_was_typed
         typed = "torch.float16 torch.Size([1, 2])\n<b>second line</b>"
         r = await c.post("/questions/po-linear-dtype", data={"output": typed})
         assert r.status_code == 429 and r.headers["retry-after"] == "30"
-        assert "more answers in the last minute than one learner may: wait 30 s" in html.unescape(r.text)
+        assert "more answers in the last minute than one learner may: wait 30 s" in html.unescape(
+            r.text
+        )
         textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
         assert textarea and html.unescape(textarea.group(1)) == typed
         picked = await form_at(c, "mc-half-dtype", 1)
@@ -89,18 +92,28 @@ async def test_the_page_refuses_an_answer_past_the_rate_and_keeps_what_was_typed
         assert r.status_code == 429
         assert re.search(rf'name="choice" value="{picked[0]}" checked>', r.text)
         store = c.app.state.web.store  # type: ignore[attr-defined]
-        assert len(store.all_attempts()) == 1  # the one stored; practice and the refused ones never are
+        assert (
+            len(store.all_attempts()) == 1
+        )  # the one stored; practice and the refused ones never are
 
 
 @pytest.mark.anyio
-async def test_the_api_refuses_past_the_rate_and_a_cookieless_flood_stops_at_the_address(web: Web) -> None:
+async def test_the_api_refuses_past_the_rate_and_a_cookieless_flood_stops_at_the_address(
+    web: Web,
+) -> None:
     async with web.client(answers_per_minute=100, answers_per_minute_per_address=3) as c:
         for _ in range(3):
             c.cookies.clear()  # a new learner every time
-            r = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": "x"}, params={"run": "false"})
+            r = await c.post(
+                "/api/questions/po-linear-dtype/attempts",
+                json={"output": "x"},
+                params={"run": "false"},
+            )
             assert r.status_code == 200, r.text
         c.cookies.clear()
-        r = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": "x"}, params={"run": "false"})
+        r = await c.post(
+            "/api/questions/po-linear-dtype/attempts", json={"output": "x"}, params={"run": "false"}
+        )
         assert r.status_code == 429 and r.headers["retry-after"] == "20"
         body = r.json()
         assert body["ok"] is False and body["status"] == 429 and "Your network" in body["error"]
@@ -122,9 +135,13 @@ async def test_only_answers_taken_count_and_a_review_session_survives_a_refusal(
         assert r.status_code == 200  # the second answer taken: practice, its key shown by the first
         r = await c.post("/questions/po-linear-dtype", data={**form, "review": "1700000000"})
         assert r.status_code == 303  # past the rate, yet the first form again: where it went
-        r = await c.post("/questions/po-linear-dtype", data={"output": "torch.float64", "review": "1700000000"})
+        r = await c.post(
+            "/questions/po-linear-dtype", data={"output": "torch.float64", "review": "1700000000"}
+        )
         assert r.status_code == 429
-        assert 'name="review" value="1700000000"' in r.text  # the refused form is still the session's
+        assert (
+            'name="review" value="1700000000"' in r.text
+        )  # the refused form is still the session's
 
 
 @pytest.mark.anyio

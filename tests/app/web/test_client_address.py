@@ -14,8 +14,14 @@ def answers(server: Server, forwarded_for: list[str]) -> list[int]:
     """One answer per address named, each from a new learner (a fresh cookie)."""
     statuses = []
     for address in forwarded_for:
-        with httpx.Client(base_url=server.url, timeout=30, headers={"X-Forwarded-For": address}) as c:
-            r = c.post("/api/questions/linear-dtype-under-autocast/attempts", params={"run": "false"}, json={"output": "a guess"})
+        with httpx.Client(
+            base_url=server.url, timeout=30, headers={"X-Forwarded-For": address}
+        ) as c:
+            r = c.post(
+                "/api/questions/linear-dtype-under-autocast/attempts",
+                params={"run": "false"},
+                json={"output": "a guess"},
+            )
             statuses.append(r.status_code)
     return statuses
 
@@ -35,7 +41,9 @@ def test_a_client_cannot_pick_the_address_its_answers_count_against(tmp_path: Pa
 
 def test_a_trusted_proxy_names_the_client(tmp_path: Path) -> None:
     server = Server(tmp_path)
-    server.env.update(AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS="2", AMPQUIZ_TRUSTED_PROXIES="127.0.0.1")
+    server.env.update(
+        AMPQUIZ_ANSWERS_PER_MINUTE_PER_ADDRESS="2", AMPQUIZ_TRUSTED_PROXIES="127.0.0.1"
+    )
     server.start()
     try:
         assert answers(server, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [200, 200, 200]

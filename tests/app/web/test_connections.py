@@ -22,7 +22,9 @@ async def hello(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-
         return
     while (await receive()).get("more_body"):
         pass
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"5")]})
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"5")]}
+    )
     await send({"type": "http.response.body", "body": b"hello"})
 
 
@@ -31,7 +33,14 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(connections, "REQUEST_WITHIN_S", 1.0)
     monkeypatch.setattr(connections, "CONNECTIONS_PER_ADDRESS", 3)
     port = free_port()
-    config = uvicorn.Config(hello, host="127.0.0.1", port=port, http=BoundedConnection, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        hello,
+        host="127.0.0.1",
+        port=port,
+        http=BoundedConnection,
+        log_level="warning",
+        lifespan="off",
+    )
     served = uvicorn.Server(config)
     thread = threading.Thread(target=served.run, daemon=True)
     thread.start()
@@ -82,7 +91,9 @@ def test_a_connection_that_sends_nothing_or_a_body_too_slowly_is_closed(server: 
     assert time.monotonic() - started < 4
 
 
-def test_a_request_arriving_in_pieces_within_the_deadline_is_served_and_so_is_the_next(server: int) -> None:
+def test_a_request_arriving_in_pieces_within_the_deadline_is_served_and_so_is_the_next(
+    server: int,
+) -> None:
     conn = connect(server)
     for piece in (b"GET / HT", b"TP/1.1\r\nHo", b"st: x\r\n", b"\r\n"):
         conn.sendall(piece)
@@ -118,7 +129,9 @@ def test_a_connection_is_handed_back_after_its_hundredth_request(server: int) ->
         got = b""
         while not got.endswith(b"hello"):
             got += conn.recv(65536)
-        assert (b"connection: close" in got.lower()) == (i == connections.REQUESTS_PER_CONNECTION), i
+        assert (b"connection: close" in got.lower()) == (
+            i == connections.REQUESTS_PER_CONNECTION
+        ), i
     assert conn.recv(65536) == b""  # closed by the server
 
 

@@ -18,7 +18,6 @@ SLOW = "import time\ntime.sleep(1.5)\nprint('done')\n"
 SLOWER = "import time\ntime.sleep(3)\nprint('done')\n"
 
 
-
 def assert_error(response, status: int, fragment: str = "") -> None:
     assert response.status_code == status, response.text
     body = response.json()
@@ -50,7 +49,9 @@ async def test_422_shapes(web: Web) -> None:
             422,
         )
         assert_error(
-            await c.post("/api/run", content=b'{"code": "print(1)"}', headers={"content-type": "text/plain"}),
+            await c.post(
+                "/api/run", content=b'{"code": "print(1)"}', headers={"content-type": "text/plain"}
+            ),
             422,
             "Content-Type: application/json",
         )
@@ -94,7 +95,9 @@ async def test_413_for_code_over_the_limit(web: Web) -> None:
 
 
 async def test_429_with_retry_after_when_workers_and_queue_are_full(web: Web) -> None:
-    async with web.client(run_queue=1, run_per_learner=10) as c:  # the shared pool has 2 workers: 3 runs fit
+    async with web.client(
+        run_queue=1, run_per_learner=10
+    ) as c:  # the shared pool has 2 workers: 3 runs fit
         slow = [asyncio.create_task(c.post("/api/run", json={"code": SLOW})) for _ in range(3)]
         for _ in range(200):
             if (await c.get("/healthz")).json()["sandbox"]["in_flight"] == 3:
@@ -132,7 +135,10 @@ async def test_a_dead_sandbox_is_a_503_and_answers_still_count(web: Web) -> None
             assert_error(await c.post("/api/run", json={"code": "print(1)"}), 503, "sandbox")
             panel = await c.post("/run/panel", data={"code": "print(1)"})
             assert panel.status_code == 503 and "not working right now" in panel.text
-            attempt = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+            attempt = await c.post(
+                "/api/questions/mc-half-dtype/attempts",
+                json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+            )
             body = attempt.json()
             assert body["correct"] is True and body["run"] is None
             assert "not working right now" in body["run_message"]
@@ -170,17 +176,31 @@ async def test_retry_after_says_when_the_queue_really_has_room(web: Web) -> None
 async def test_forms_posted_from_another_site_are_refused(web: Web) -> None:
     async with web.client() as c:
         evil = {"origin": "https://evil.example"}
-        r = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)}, headers=evil)
+        r = await c.post(
+            "/questions/mc-half-dtype",
+            data={"choice": await form_at(c, "mc-half-dtype", 1)},
+            headers=evil,
+        )
         assert r.status_code == 403 and "another site" in r.text
-        assert_error(await c.post("/api/run", json={"code": "print(1)"}, headers=evil), 403, "another site")
+        assert_error(
+            await c.post("/api/run", json={"code": "print(1)"}, headers=evil), 403, "another site"
+        )
         framed = await c.post("/run/panel", data={"code": "print(1)"}, headers={"origin": "null"})
         assert framed.status_code == 403
-        no_origin = await c.post("/run", data={"code": "print(1)"}, headers={"sec-fetch-site": "cross-site"})
+        no_origin = await c.post(
+            "/run", data={"code": "print(1)"}, headers={"sec-fetch-site": "cross-site"}
+        )
         assert no_origin.status_code == 403
         assert (await c.get("/api/progress")).json()["totals"]["attempts"] == 0  # nothing recorded
-        ours = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)}, headers={"origin": "http://testserver"})
+        ours = await c.post(
+            "/questions/mc-half-dtype",
+            data={"choice": await form_at(c, "mc-half-dtype", 1)},
+            headers={"origin": "http://testserver"},
+        )
         assert ours.status_code == 303
-        assert (await c.post("/api/run", json={"code": "print(1)"})).status_code == 200  # a program: no Origin
+        assert (
+            await c.post("/api/run", json={"code": "print(1)"})
+        ).status_code == 200  # a program: no Origin
 
 
 async def test_docs_carry_the_csp_too(web: Web) -> None:

@@ -27,9 +27,13 @@ async def in_flight(c: httpx.AsyncClient, n: int) -> None:
 
 async def test_a_flooding_client_gets_its_share_and_others_are_served(web: Web) -> None:
     async with web.client() as flooder:
-        other = httpx.AsyncClient(transport=flooder._transport, base_url="http://testserver")  # another learner
+        other = httpx.AsyncClient(
+            transport=flooder._transport, base_url="http://testserver"
+        )  # another learner
         await flooder.get("/")  # a browser: it has its learner cookie before it floods
-        flood = [asyncio.create_task(flooder.post("/api/run", json={"code": SLOW})) for _ in range(8)]
+        flood = [
+            asyncio.create_task(flooder.post("/api/run", json={"code": SLOW})) for _ in range(8)
+        ]
         await in_flight(flooder, 2)
         await asyncio.sleep(0.2)
         refused = [r for r in [t.result() for t in flood if t.done()] if r.status_code == 429]
@@ -51,7 +55,10 @@ async def test_a_question_run_goes_before_waiting_playground_runs(web: Web) -> N
         await in_flight(c, 4)  # two running, two waiting
         loop = asyncio.get_running_loop()
         started = loop.time()
-        answer = await c.post("/api/questions/mc-half-dtype/attempts", json={"choices": await shown_at(c, "mc-half-dtype", 1)})
+        answer = await c.post(
+            "/api/questions/mc-half-dtype/attempts",
+            json={"choices": await shown_at(c, "mc-half-dtype", 1)},
+        )
         took = loop.time() - started
         assert answer.json()["run"]["stdout"] == "torch.float16\n"
         # it took the first worker to come free (about 2 s), not the 4 s the waiting runs needed
@@ -63,12 +70,18 @@ async def test_a_question_run_goes_before_waiting_playground_runs(web: Web) -> N
 
 async def test_a_client_that_drops_its_cookie_is_still_one_address(web: Web) -> None:
     async with web.client(run_per_address=3) as c:
-        fresh = [httpx.AsyncClient(transport=c._transport, base_url="http://testserver") for _ in range(6)]
+        fresh = [
+            httpx.AsyncClient(transport=c._transport, base_url="http://testserver")
+            for _ in range(6)
+        ]
         flood = [asyncio.create_task(f.post("/api/run", json={"code": SLOW})) for f in fresh]
         await in_flight(c, 3)
         await asyncio.sleep(0.2)
         refused = [t.result() for t in flood if t.done() and t.result().status_code == 429]
-        assert len(refused) == 3 and "Your network already has 3 runs going" in refused[0].json()["error"]
+        assert (
+            len(refused) == 3
+            and "Your network already has 3 runs going" in refused[0].json()["error"]
+        )
         await asyncio.gather(*flood)
         for f in fresh:
             await f.aclose()
@@ -124,7 +137,8 @@ async def test_a_newcomer_waits_for_a_worker_not_for_another_addresss_queue(web:
     another address waits for the next worker to come free, not for all of those runs."""
     async with web.client(run_per_address=8) as c:
         at = lambda address: httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=c.app, client=(address, 1234)), base_url="http://testserver"  # type: ignore[attr-defined]
+            transport=httpx.ASGITransport(app=c.app, client=(address, 1234)),
+            base_url="http://testserver",  # type: ignore[attr-defined]
         )
         flooders = [at("10.0.0.1") for _ in range(6)]
         flood = [asyncio.create_task(f.post("/api/run", json={"code": SLOW})) for f in flooders]

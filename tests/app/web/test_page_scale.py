@@ -58,7 +58,9 @@ async def test_home_shows_the_sets_a_page_at_a_time(web: Web) -> None:
         assert (await c.get("/?page=two")).status_code == 422
 
 
-async def test_progress_shows_the_first_reviews_and_newest_attempts_and_counts_the_rest(web: Web) -> None:
+async def test_progress_shows_the_first_reviews_and_newest_attempts_and_counts_the_rest(
+    web: Web,
+) -> None:
     ids = add_sets(web, 25)
     async with web.client() as c:
         for qid in ids:
@@ -81,18 +83,30 @@ async def test_the_busiest_pages_refuse_bad_parameters(web: Web) -> None:
         # A link's bad query shows the question without it (test_pages.py): nothing read for it.
         for query in ("attempt=first", "review=12a", f"attempt={'9' * 30}"):
             page = await c.get(f"/questions/mc-half-dtype?{query}")
-            assert page.status_code == 200 and 'id="result"' not in page.text and "Review session" not in page.text, query
-        bad_time = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "soon"})
+            assert (
+                page.status_code == 200
+                and 'id="result"' not in page.text
+                and "Review session" not in page.text
+            ), query
+        bad_time = await c.post(
+            "/questions/mc-half-dtype",
+            data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "soon"},
+        )
         assert bad_time.status_code == 422 and "shown_at" in bad_time.text
         # Every attempt is stored: 10,000 characters each let one client grow the database 4 MB/s.
         # The page refuses one too long on the question itself, the text kept (test_pages.py).
         too_long = await c.post("/questions/po-linear-dtype", data={"output": "x" * 2_001})
         assert too_long.status_code == 400 and "the most it may be is 2,000" in too_long.text
         assert len(c.app.state.web.store.all_attempts()) == 0  # type: ignore[attr-defined]
-        api_too_long = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x" * 2_001})
+        api_too_long = await c.post(
+            "/api/questions/po-linear-dtype/attempts?run=false", json={"output": "x" * 2_001}
+        )
         assert api_too_long.status_code == 422
         assert 'maxlength="2000"' in (await c.get("/questions/po-linear-dtype")).text
         assert (await c.post("/questions/mc-half-dtype", data={"choice": "A"})).status_code == 422
         # Empty fields count as absent, as they did: an answer still goes through.
-        ok = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "", "review": ""})
+        ok = await c.post(
+            "/questions/mc-half-dtype",
+            data={"choice": await form_at(c, "mc-half-dtype", 0), "shown_at": "", "review": ""},
+        )
         assert ok.status_code == 303

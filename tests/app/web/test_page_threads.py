@@ -63,7 +63,10 @@ def test_threads_start_with_the_first_page_and_stop_after_the_last() -> None:
     done: list[int] = []
 
     async def main() -> None:
-        jobs = [asyncio.ensure_future(threads.run(lambda i=i: time.sleep(0.05) or done.append(i))) for i in range(6)]
+        jobs = [
+            asyncio.ensure_future(threads.run(lambda i=i: time.sleep(0.05) or done.append(i)))
+            for i in range(6)
+        ]
         await asyncio.sleep(0.01)
         assert threading.active_count() == before + 2
         await asyncio.gather(*jobs)

@@ -40,17 +40,25 @@ async def test_home_says_where_to_start_then_where_to_go_on(web: Web) -> None:
         assert "Start with “Basics for tests”" in home
         # Straight to the set's first question, not to its list: one tap fewer on the way in.
         assert re.search(r'href="/questions/po-linear-dtype">Start with', page)
-        assert "New to mixed precision?" in home and "GradScaler Multiplies the loss" in home  # a primer, folded
-        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)})
+        assert (
+            "New to mixed precision?" in home and "GradScaler Multiplies the loss" in home
+        )  # a primer, folded
+        await c.post(
+            "/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 1)}
+        )
         page = (await c.get("/")).text
         words = text_of(page)
         assert "Continue with “Basics for tests”" in words and "Start with" not in words
-        assert re.search(r'href="/questions/po-linear-dtype">Continue with', page)  # the first not answered
+        assert re.search(
+            r'href="/questions/po-linear-dtype">Continue with', page
+        )  # the first not answered
 
 
 async def test_half_of_a_many_answer_question_says_how_far_it_got(web: Web) -> None:
     async with web.client() as c:
-        said = await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)})
+        said = await c.post(
+            "/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)}
+        )
         words = text_of((await c.get(said.headers["location"])).text)
         assert "Not quite" in words and "1 of the 2 right answers picked" in words
         assert "your answer · correct" in words and "also correct: you missed it" in words
@@ -58,8 +66,12 @@ async def test_half_of_a_many_answer_question_says_how_far_it_got(web: Web) -> N
 
 async def test_set_page_shows_each_questions_status(web: Web) -> None:
     async with web.client() as c:
-        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
-        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)})
+        await c.post(
+            "/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)}
+        )
+        await c.post(
+            "/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)}
+        )
         page = (await c.get("/sets/basics")).text
         rows = re.findall(
             r'<li class="question-row status-(\w+)">\s*<a href="/questions/([\w-]+)"', page
@@ -110,7 +122,9 @@ async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web:
         )
         assert "Try it again" in words
 
-        web.clock.advance(minutes=11)  # back for review: an answer counts again (before, it is practice)
+        web.clock.advance(
+            minutes=11
+        )  # back for review: an answer counts again (before, it is practice)
         r = await c.post(
             "/questions/po-linear-dtype", data={"output": "torch.bfloat16 torch.Size([1, 2])"}
         )
@@ -118,7 +132,9 @@ async def test_answering_wrong_shows_feedback_the_key_and_the_explained_run(web:
         assert "Right!" in text_of(page)
 
 
-async def test_a_long_prediction_over_many_lines_is_taken_and_one_too_long_comes_back_as_typed(web: Web) -> None:
+async def test_a_long_prediction_over_many_lines_is_taken_and_one_too_long_comes_back_as_typed(
+    web: Web,
+) -> None:
     """A browser sends each line break of the prediction box as CR LF, where the box's own limit
     (maxlength) counted one character: 2,000 characters over 15 lines arrived as 2,015 and were
     refused with a bare 422 page, the text lost. One really too long is refused on the question
@@ -136,19 +152,34 @@ async def test_a_long_prediction_over_many_lines_is_taken_and_one_too_long_comes
         too_long = typed + "\r\n" + "y" * 40
         r = await c.post("/questions/po-linear-dtype", data={"output": too_long})
         assert r.status_code == 400
-        assert "That prediction is 2,040 characters long; the most it may be is 2,000." in html.unescape(r.text)
+        assert (
+            "That prediction is 2,040 characters long; the most it may be is 2,000."
+            in html.unescape(r.text)
+        )
         textarea = re.search(r'<textarea id="output"[^>]*>\n(.*?)</textarea>', r.text, re.DOTALL)
-        assert textarea and html.unescape(textarea.group(1)).replace("\r\n", "\n") == too_long.replace("\r\n", "\n")
+        assert textarea and html.unescape(textarea.group(1)).replace(
+            "\r\n", "\n"
+        ) == too_long.replace("\r\n", "\n")
 
         # The API counts it the same way: what the page takes, it takes (it counted CR LF as two).
-        api = await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": typed})
+        api = await c.post(
+            "/api/questions/po-linear-dtype/attempts?run=false", json={"output": typed}
+        )
         assert api.status_code == 200, api.text[:300]
-        assert (await c.post("/api/questions/po-linear-dtype/attempts?run=false", json={"output": too_long})).status_code == 422
+        assert (
+            await c.post(
+                "/api/questions/po-linear-dtype/attempts?run=false", json={"output": too_long}
+            )
+        ).status_code == 422
 
 
 async def test_multiple_choice_form_feedback_for_the_pick(web: Web) -> None:
     async with web.client() as c:
-        r = await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 2)}, follow_redirects=True)
+        r = await c.post(
+            "/questions/mc-half-dtype",
+            data={"choice": await form_at(c, "mc-half-dtype", 2)},
+            follow_redirects=True,
+        )
         words = text_of(r.text)
         assert "Not quite" in words
         assert (
@@ -175,11 +206,18 @@ async def test_playground_runs_without_javascript(web: Web) -> None:
         assert "print(torch.ones(2).half().dtype)" in prefilled
         # Started from a question: named by its title, as everywhere else, not by its id.
         title = title_of(c.app.state.web.bank.question("mc-half-dtype"))  # type: ignore[attr-defined]
-        assert f'Started from the question “<a href="/questions/mc-half-dtype">{title}</a>”' in prefilled
+        assert (
+            f'Started from the question “<a href="/questions/mc-half-dtype">{title}</a>”'
+            in prefilled
+        )
         # running an unanswered question's code gives its answer away, whatever its kind: said first
         for question in ("mc-half-dtype", "po-linear-dtype"):
-            assert "gives away the answer" in text_of((await c.get(f"/run?q={question}")).text), question
-        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
+            assert "gives away the answer" in text_of((await c.get(f"/run?q={question}")).text), (
+                question
+            )
+        await c.post(
+            "/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)}
+        )
         assert "gives away the answer" not in text_of((await c.get("/run?q=mc-half-dtype")).text)
         ran = await c.post("/run", data={"code": "print('hello from the sandbox')"})
         assert ran.status_code == 200 and "hello from the sandbox" in text_of(ran.text)
@@ -195,20 +233,30 @@ async def test_progress_page_shows_history_topics_and_review(web: Web) -> None:
     async with web.client() as c:
         empty = text_of((await c.get("/progress")).text)
         assert "No attempts yet." in empty and "Nothing to review yet." in empty
-        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})
-        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)})
+        await c.post(
+            "/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)}
+        )
+        await c.post(
+            "/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0, 1)}
+        )
         page = (await c.get("/progress")).text
         words = text_of(page)
         assert "Mc half dtype" in words and "Mc sixteen bit" in words
         # When each was answered: exact for the browser's local-time script, in UTC for a reader without it.
         times = re.findall(r'<time datetime="([^"]+)" data-local-time>([^<]+)</time>', page)
         assert len(times) == 2 and all(datetime.fromisoformat(iso) for iso, _ in times)
-        assert all(shown == datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") for iso, shown in times)
+        assert all(
+            shown == datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            for iso, shown in times
+        )
         assert "✗ wrong" in words and "✓ right" in words
         assert "50%" in words  # dtypes: 1 of 2 attempts right
         assert "next review in 10 minutes" in words
         # Why this list and a set's "to revisit" may differ (a newcomer saw 6 there and 7 here).
-        assert "data-queue-says" in page and "data-queue-says" not in (await c.get("/progress", headers={"Cookie": ""})).text
+        assert (
+            "data-queue-says" in page
+            and "data-queue-says" not in (await c.get("/progress", headers={"Cookie": ""})).text
+        )
 
 
 async def test_a_question_changed_since_it_was_answered_starts_afresh(web: Web) -> None:
@@ -216,18 +264,28 @@ async def test_a_question_changed_since_it_was_answered_starts_afresh(web: Web) 
     is new again, out of the review queue, and its history row says it changed since."""
     async with web.client() as c:
         c.app.state.web.live_bank.check_every_s = 0  # type: ignore[attr-defined]
-        await c.post("/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)})  # wrong: a card is made
-        await c.post("/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)})  # wrong too, and unchanged
+        await c.post(
+            "/questions/mc-half-dtype", data={"choice": await form_at(c, "mc-half-dtype", 0)}
+        )  # wrong: a card is made
+        await c.post(
+            "/questions/mc-sixteen-bit", data={"choice": await form_at(c, "mc-sixteen-bit", 0)}
+        )  # wrong too, and unchanged
         before = (await c.get("/api/progress")).json()
         assert [r["question_id"] for r in before["review"]] == ["mc-half-dtype", "mc-sixteen-bit"]
         path = web.bank / "basics.yaml"
-        path.write_text(path.read_text().replace("prompt: Which dtype does this print?", "prompt: Which dtype is printed?"))
+        path.write_text(
+            path.read_text().replace(
+                "prompt: Which dtype does this print?", "prompt: Which dtype is printed?"
+            )
+        )
         for _ in range(100):  # the watcher thread picks the edit up within its check interval
             after = (await c.get("/api/progress")).json()
             if after["totals"]["answered"] == 1:
                 break
             await asyncio.sleep(0.02)
-        assert after["totals"]["answered"] == 1 and [r["question_id"] for r in after["review"]] == ["mc-sixteen-bit"]
+        assert after["totals"]["answered"] == 1 and [r["question_id"] for r in after["review"]] == [
+            "mc-sixteen-bit"
+        ]
         assert (await c.get("/api/questions/mc-half-dtype")).json()["status"] == "new"
         words = text_of((await c.get("/progress")).text)
         assert "the question has changed since" in words and "1 due for review" not in words
@@ -275,8 +333,15 @@ async def test_a_set_added_while_the_server_runs_is_served(web: Web) -> None:
         {},
         {"summary": "not a list", "ops": None, "scaler": "?", "hazards": 3},
         {"ops": [{}], "scaler": [{}], "hazards": [{}], "ops_truncated": True},
-        {"ops": [{"name": "torch.mm", "inputs": [None, "odd"], "output": "float16", "casts": [{}]}]},
-        {"scaler": [{"event": "something_new", "line": 3, "detail": 1.0}], "error": "tracer stopped"},
+        {
+            "ops": [
+                {"name": "torch.mm", "inputs": [None, "odd"], "output": "float16", "casts": [{}]}
+            ]
+        },
+        {
+            "scaler": [{"event": "something_new", "line": 3, "detail": 1.0}],
+            "error": "tracer stopped",
+        },
     ],
 )
 def test_the_run_panel_renders_partial_explanations(explanation: dict) -> None:
@@ -307,7 +372,9 @@ def test_a_hazards_line_op_and_message_read_as_words_apart() -> None:
            "environment": {}, "message": "",
            "explanation": {"hazards": [{"kind": "underflow", "line": 14, "op": "Tensor.backward", "message": "went to zero"}]}}  # fmt: skip
     html = make_templates().env.get_template("_run.html").render(run=run)
-    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))  # tags gone, nothing added: as a browser shows it
+    shown = re.sub(
+        r"\s+", " ", re.sub(r"<[^>]+>", "", html)
+    )  # tags gone, nothing added: as a browser shows it
     assert "line 14 Tensor.backward went to zero" in shown
 
 
@@ -320,7 +387,11 @@ def test_a_raised_exception_is_told_once_in_its_own_box() -> None:
            "message": "The snippet raised ValueError on line 4.",
            "exception": {"type": "ValueError", "message": "boom", "line": 4, "traceback": ""},
            "explanation": {"summary": ["The snippet raised ValueError on line 4: boom.", "Tensor.mul on line 3 overflowed in float16."]}}  # fmt: skip
-    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", make_templates().env.get_template("_run.html").render(run=run)))
+    shown = re.sub(
+        r"\s+",
+        " ",
+        re.sub(r"<[^>]+>", "", make_templates().env.get_template("_run.html").render(run=run)),
+    )
     assert "The snippet raised" not in shown and "Raised ValueError at line 4: boom" in shown
     assert "Tensor.mul on line 3 overflowed in float16." in shown  # the rest of what happened
 
@@ -333,7 +404,9 @@ def test_templates_read_a_dicts_keys_and_methods_as_jinja_does() -> None:
 
     env = make_templates().env
     report = {"kind": "autocast", "items": "a key named like a method", "count": 0}
-    page = env.from_string("{{ r.kind }}|{{ r.count }}|{{ r.missing }}|{{ r.items() | list | length }}|{{ r.get('kind') }}")
+    page = env.from_string(
+        "{{ r.kind }}|{{ r.count }}|{{ r.missing }}|{{ r.items() | list | length }}|{{ r.get('kind') }}"
+    )
     assert page.render(r=report) == "autocast|0||3|autocast"
 
 
@@ -351,12 +424,24 @@ def test_pages_escape_what_they_show_as_markupsafe_does() -> None:
         def __str__(self) -> str:
             return "<obj & 'quote'>"
 
-    values = ["<script>alert('x')</script>", 'a "b" & c', 3, 2.5, None, Shown(), Markup("<b>bold</b>")]
+    values = [
+        "<script>alert('x')</script>",
+        'a "b" & c',
+        3,
+        2.5,
+        None,
+        Shown(),
+        Markup("<b>bold</b>"),
+    ]
     page = env.from_string("{% for v in values %}{{ v }}|{% endfor %}{{ nothing }}")
     assert page.render(values=values) == "".join(f"{escape(v)}|" for v in values)
-    macro = env.from_string("{% macro m(x) %}<i>{{ x }}</i>{% endmacro %}{{ m('<z>') }}{{ '<y>' | safe }}")
+    macro = env.from_string(
+        "{% macro m(x) %}<i>{{ x }}</i>{% endmacro %}{{ m('<z>') }}{{ '<y>' | safe }}"
+    )
     assert macro.render() == "<i>&lt;z&gt;</i><y>"
-    assert env.from_string("{% autoescape false %}{{ v }}{% endautoescape %}").render(v="<x>") == "<x>"
+    assert (
+        env.from_string("{% autoescape false %}{{ v }}{% endautoescape %}").render(v="<x>") == "<x>"
+    )
 
 
 async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web: Web) -> None:
@@ -373,7 +458,9 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         waiting = (await c.get("/review")).text
         assert "Nothing is due" in waiting  # missed just now: not due yet
         # ...and what comes back, and when, is listed there (it was only on the progress page)
-        assert "Coming back later" in waiting and all(f'href="/questions/{qid}"' in waiting for qid in missed)
+        assert "Coming back later" in waiting and all(
+            f'href="/questions/{qid}"' in waiting for qid in missed
+        )
         assert "in 10 minutes · missed 1×" in text_of(waiting)
         web.clock.advance(minutes=11)
         home = (await c.get("/")).text
@@ -396,7 +483,9 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
             answered = await c.post(f"/questions/{qid}", data=form)
             result = (await c.get(answered.headers["location"])).text
             assert "Right!" in result and f"/review/next?since={since}" in result
-            assert 'rel="next"' not in result and 'rel="prev"' not in result  # no way out of the session unsaid
+            assert (
+                'rel="next"' not in result and 'rel="prev"' not in result
+            )  # no way out of the session unsaid
             web.clock.advance(seconds=30)
             nxt = await c.get(f"/review/next?since={since}")
             assert len(seen) <= 3
@@ -405,7 +494,10 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert "You reviewed 3 questions: 3 right." in done
         assert done.count("next review in") == 3  # each rescheduled, none due now
         # Not a dead end: when the rest comes back, and a way back to practising.
-        assert re.search(r"3 more come back for review later, the first in \d+ (minutes|hours|days)", text_of(done))
+        assert re.search(
+            r"3 more come back for review later, the first in \d+ (minutes|hours|days)",
+            text_of(done),
+        )
         # Read as the browser shows it (tags gone, nothing added): the sentences ran together.
         assert re.search(r"3 right\. 3 more come back", re.sub(r"<[^>]+>", "", done)), done
         assert '<a class="button primary" href="/">Back to practice</a>' in done
@@ -414,26 +506,38 @@ async def test_a_review_session_walks_the_due_questions_and_reschedules_them(web
         assert all(not r["is_due"] for r in queue) and len(queue) == 3
 
 
-async def test_an_answer_just_after_the_key_was_shown_is_practice_until_the_question_comes_back(web: Web) -> None:
+async def test_an_answer_just_after_the_key_was_shown_is_practice_until_the_question_comes_back(
+    web: Web,
+) -> None:
     """A wrong answer shows the key; "Try it again" with it in sight marked the question right and
     took it off "to revisit" (an attacker's review and a newcomer's walk both did so). Until the
     question comes back for review, an answer is graded and shown, not recorded."""
     right = "torch.bfloat16 torch.Size([1, 2])"
     async with web.client() as c:
-        assert (await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})).status_code == 303
+        assert (
+            await c.post("/questions/po-linear-dtype", data={"output": "torch.float32"})
+        ).status_code == 303
         again = await c.post("/questions/po-linear-dtype", data={"output": right})
         assert again.status_code == 200 and "Right!" in again.text, again.text[-2000:]
-        assert "Practice, not recorded" in text_of(again.text) and "comes back for review, in 10 minutes" in text_of(again.text)
+        assert "Practice, not recorded" in text_of(
+            again.text
+        ) and "comes back for review, in 10 minutes" in text_of(again.text)
         by_api = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": right})
         body = by_api.json()
-        assert by_api.status_code == 200 and body["correct"] is True and body["recorded"] is False, body
+        assert (
+            by_api.status_code == 200 and body["correct"] is True and body["recorded"] is False
+        ), body
         assert body["attempt_id"] is None and body["counts_again_at"] and body["status"] == "wrong"
         progress = (await c.get("/api/progress")).json()
-        assert progress["totals"]["attempts"] == 1 and progress["totals"]["right"] == 0, progress["totals"]
+        assert progress["totals"]["attempts"] == 1 and progress["totals"]["right"] == 0, progress[
+            "totals"
+        ]
         # Back for review, an answer counts again.
         web.clock.advance(minutes=11)
         counted = await c.post("/api/questions/po-linear-dtype/attempts", json={"output": right})
-        assert counted.json()["recorded"] is True and counted.json()["status"] == "right", counted.json()
+        assert counted.json()["recorded"] is True and counted.json()["status"] == "right", (
+            counted.json()
+        )
 
 
 async def test_a_link_cut_short_or_mistyped_sends_the_learner_on_instead_of_a_422(web: Web) -> None:
@@ -445,20 +549,29 @@ async def test_a_link_cut_short_or_mistyped_sends_the_learner_on_instead_of_a_42
         for url in ("/review/done", "/review/done?since=yesterday"):
             back = await c.get(url)
             assert back.status_code == 303 and back.headers["location"] == "/review", url
-        for url in ("/questions/po-linear-dtype?attempt=abc", "/questions/po-linear-dtype?attempt=1x&review=soon"):
+        for url in (
+            "/questions/po-linear-dtype?attempt=abc",
+            "/questions/po-linear-dtype?attempt=1x&review=soon",
+        ):
             page = await c.get(url)
             assert page.status_code == 200 and "What does it print?" in page.text, url
             assert "Review session" not in page.text
 
 
-async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_them(web: Web) -> None:
+async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_them(
+    web: Web,
+) -> None:
     """A page's CSS, scripts and icon are fetched once: their URLs carry the files' hash, and each
     is sent to be kept a year. A URL without the current hash is checked each time instead, and
     none of them sets a learner cookie (no shared cache keeps a response that does)."""
     async with web.client() as c:
         page = (await c.get("/")).text
         linked = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
-        assert {url.split("?")[0] for url in linked} >= {"/static/app.css", "/static/app.js", "/static/favicon.svg"}
+        assert {url.split("?")[0] for url in linked} >= {
+            "/static/app.css",
+            "/static/app.js",
+            "/static/favicon.svg",
+        }
         assert len({url.split("?v=")[1] for url in linked}) == 1, linked
         c.cookies.clear()  # a first visit's files, fetched beside the page
         for url in linked:
@@ -469,7 +582,9 @@ async def test_the_pages_files_are_kept_by_the_browser_until_a_deploy_changes_th
         stale = await c.get(linked[0].split("?")[0] + "?v=0000000000")
         assert stale.status_code == 200 and stale.headers["cache-control"] == "no-cache"
         asked_again = await c.get(linked[0], headers={"if-none-match": stale.headers["etag"]})
-        assert asked_again.status_code == 304 and "immutable" in asked_again.headers["cache-control"]
+        assert (
+            asked_again.status_code == 304 and "immutable" in asked_again.headers["cache-control"]
+        )
 
 
 def test_history_times_are_written_in_utc_whatever_zone_they_come_in() -> None:
@@ -490,5 +605,8 @@ async def test_the_playground_by_its_name_and_the_studio_told_in_plain_words(web
         moved = await c.get("/playground")
         assert moved.status_code == 301 and moved.headers["location"] == "/run"
         refused = await c.get("/studio", headers={"Accept": "text/html"})
-        assert refused.status_code == 403 and "\u201campquiz instructor link NAME\u201d" in refused.text
+        assert (
+            refused.status_code == 403
+            and "\u201campquiz instructor link NAME\u201d" in refused.text
+        )
         assert "`ampquiz" not in refused.text

@@ -37,12 +37,23 @@ print(json.dumps({"during": during, "after": (sorted(os.sched_getaffinity(0)), g
 """
 
 
-@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _pid: ())(0)) < 2, reason="needs two cores")
-def test_a_web_process_starts_on_the_cores_it_is_given_and_then_has_them_all(tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    len(getattr(os, "sched_getaffinity", lambda _pid: ())(0)) < 2, reason="needs two cores"
+)
+def test_a_web_process_starts_on_the_cores_it_is_given_and_then_has_them_all(
+    tmp_path: Path,
+) -> None:
     cores = sorted(os.sched_getaffinity(0))
     env = {**os.environ, "_AMPQUIZ_STARTUP_CPUS": str(cores[0]), "AMPQUIZ_BANK": str(BANK),
            "AMPQUIZ_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}"}  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["during"] == [[cores[0]], False]
     assert seen["after"] == [cores, True]
@@ -63,7 +74,9 @@ def _wait_for(what: str, check, seconds: float = 30.0):  # type: ignore[no-untyp
 def _two_web_processes(server: Server) -> list[int]:
     assert server.proc is not None
     # /healthz answers as soon as one web process is up: the other may still be starting.
-    return _wait_for("two web processes", lambda: len(w := web_processes(server.proc.pid)) == 2 and w)
+    return _wait_for(
+        "two web processes", lambda: len(w := web_processes(server.proc.pid)) == 2 and w
+    )
 
 
 def _gone(pids: list[int]) -> None:
@@ -95,7 +108,9 @@ def two_processes(tmp_path: Path) -> Iterator[Server]:
         server.proc.wait()
 
 
-def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(two_processes: Server) -> None:
+def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed(
+    two_processes: Server,
+) -> None:
     """Both web processes start at the first try on a database that does not exist yet (they
     once raced to make the same table: one died, and uvicorn started another, cold, seconds
     later). One that dies is replaced by a new fork, and the server keeps answering. And `serve`
@@ -112,7 +127,10 @@ def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed
     assert web_processes(server.proc.pid) == web
 
     os.kill(web[0], signal.SIGKILL)
-    now = _wait_for("a new web process", lambda: len(w := web_processes(server.proc.pid)) == 2 and web[0] not in w and w)
+    now = _wait_for(
+        "a new web process",
+        lambda: len(w := web_processes(server.proc.pid)) == 2 and web[0] not in w and w,
+    )
     assert web[1] in now
     for _ in range(20):  # whichever process takes the connection, each answers
         assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
@@ -123,7 +141,9 @@ def test_the_web_processes_start_on_a_fresh_database_and_go_when_serve_is_killed
     _gone(now + parent)
 
 
-def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(two_processes: Server) -> None:
+def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(
+    two_processes: Server,
+) -> None:
     """The process the web processes are forked from, killed outright: they go with it, and
     `serve` ends saying so (with an error status a supervisor sees), its sandbox pool with it."""
     server = two_processes
@@ -137,7 +157,9 @@ def test_serve_ends_with_an_error_when_the_web_processes_parent_is_killed(two_pr
     assert server.proc.wait(timeout=30) == 1
     assert "the web processes' parent ended (signal 9)" in server.log.read_text()
     _gone(web)
-    assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+    assert (
+        eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+    )
 
 
 def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_background_stops_on_sigterm(
@@ -157,8 +179,13 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
                                 cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert second.returncode == 1, (processes, second.stderr)
         assert "address already in use" in second.stderr.lower(), second.stderr
-        assert "serving on" not in second.stderr, second.stderr  # said once the port is held, never here
-        assert second.stderr.splitlines()[-1] == f"ampquiz serve: cannot serve on {server.url}/ (why is above)", second.stderr
+        assert "serving on" not in second.stderr, (
+            second.stderr
+        )  # said once the port is held, never here
+        assert (
+            second.stderr.splitlines()[-1]
+            == f"ampquiz serve: cannot serve on {server.url}/ (why is above)"
+        ), second.stderr
     assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
 
     parent = children(server.proc.pid, "app.web.server.preload")
@@ -170,7 +197,9 @@ def test_a_second_serve_on_the_port_is_refused_and_serve_started_in_the_backgrou
     _gone(web + parent)
 
 
-def test_serve_with_one_process_stops_on_sigterm_with_status_0_and_its_sandbox_with_it(tmp_path: Path) -> None:
+def test_serve_with_one_process_stops_on_sigterm_with_status_0_and_its_sandbox_with_it(
+    tmp_path: Path,
+) -> None:
     """One process, started from a script in the background (SIGINT ignored): SIGTERM, a
     supervisor's stop, ends it as cleanly as with several processes: status 0, where it used to
     die of the signal uvicorn raised again after its graceful stop (143 in a shell, a failure to
@@ -183,7 +212,9 @@ def test_serve_with_one_process_stops_on_sigterm_with_status_0_and_its_sandbox_w
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=30) == 0
     assert "Traceback" not in server.log.read_text()
-    assert eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+    assert (
+        eventually_empty(lambda: [p for p in zygotes if "sandbox.zygote" in cmdline(p)], 15) == []
+    )
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
@@ -198,8 +229,14 @@ def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothi
 
     from tests.support.postgres import POSTGRES_SERVER
 
-    missing = make_url(POSTGRES_SERVER).set(database="ampquiz_no_such_database").render_as_string(hide_password=False)
-    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers: a stuck server
+    missing = (
+        make_url(POSTGRES_SERVER)
+        .set(database="ampquiz_no_such_database")
+        .render_as_string(hide_password=False)
+    )
+    silent = socket.create_server(
+        ("127.0.0.1", 0)
+    )  # accepts connections, never answers: a stuck server
     request.addfinalizer(silent.close)
     stuck = f"postgresql+psycopg://learner@127.0.0.1:{silent.getsockname()[1]}/db"
     for url, why in [(missing, 'database "ampquiz_no_such_database" does not exist'),
@@ -208,7 +245,11 @@ def test_serve_that_cannot_open_its_database_says_why_in_a_line_and_leaves_nothi
                      ("mysql://learner:s3cret@127.0.0.1/x", "No module named"),  # a driver not installed
                      (f"{missing}?password=s3cret&sslmode=bogus", 'invalid sslmode value: "bogus"')]:  # fmt: skip
         (tmp_path / "file").write_text("a file where a folder should be")
-        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"}
+        env = {
+            **Server(tmp_path).env,
+            "AMPQUIZ_DATABASE_URL": url,
+            "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789",
+        }
         out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", processes], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert out.returncode == 1, out.stderr
@@ -232,10 +273,20 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
     from tests.support.postgres import POSTGRES_SERVER, as_admin
 
     name = f"ampquiz_limited_{os.getpid()}"
-    as_admin(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2', f'CREATE DATABASE "{name}" OWNER "{name}"')
+    as_admin(
+        f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT 2', f'CREATE DATABASE "{name}" OWNER "{name}"'
+    )
     try:
-        url = make_url(POSTGRES_SERVER).set(username=name, database=name).render_as_string(hide_password=False)
-        env = {**Server(tmp_path).env, "AMPQUIZ_DATABASE_URL": url, "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789"}
+        url = (
+            make_url(POSTGRES_SERVER)
+            .set(username=name, database=name)
+            .render_as_string(hide_password=False)
+        )
+        env = {
+            **Server(tmp_path).env,
+            "AMPQUIZ_DATABASE_URL": url,
+            "AMPQUIZ_SECRET_KEY": "tests-secret-key-of-the-right-length-0123456789",
+        }
         out = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
         assert out.returncode == 1, out.stderr[-3000:]
@@ -243,7 +294,10 @@ def test_a_web_process_that_cannot_start_stops_serve_with_why_instead_of_startin
         said = [line for line in out.stderr.splitlines() if line.startswith("ampquiz")]
         assert any(line.startswith("ampquiz: a web process could not start: cannot open the database ")
                    and "too many connections" in line for line in said), said  # fmt: skip
-        assert said[-1] == "ampquiz serve: stopped, as the web processes could not start (why is above)", said
+        assert (
+            said[-1]
+            == "ampquiz serve: stopped, as the web processes could not start (why is above)"
+        ), said
         assert eventually_empty(lambda: processes_with_environment(str(tmp_path))) == []
     finally:
         as_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'DROP ROLE IF EXISTS "{name}"')
@@ -266,11 +320,14 @@ def test_serve_does_not_end_as_if_all_went_well_when_its_web_processes_parent_st
             proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--processes", "2"], env=server.env,
                                     cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         try:
+
             def waiting_to_be_told() -> list[int]:
                 return [pid for pid in children(proc.pid, "app.web.server.preload")
                         if "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()]  # fmt: skip
 
-            (parent,) = _wait_for("the web processes' parent waiting for serve's word", waiting_to_be_told, 90)
+            (parent,) = _wait_for(
+                "the web processes' parent waiting for serve's word", waiting_to_be_told, 90
+            )
             os.kill(parent, signal.SIGINT)
             _wait_for("it ended", lambda: not cmdline(parent), 30)
         except BaseException:
@@ -305,7 +362,9 @@ def test_a_keep_alive_connection_is_closed_after_100_requests_so_a_class_spreads
         response = conn.getresponse()
         response.read()
         assert response.status == 200
-        if response.will_close:  # http.client then closes its end, and reconnects on the next request
+        if (
+            response.will_close
+        ):  # http.client then closes its end, and reconnects on the next request
             closing.append(i)
     assert closing == [REQUESTS_PER_CONNECTION], closing
     conn.close()

@@ -16,7 +16,12 @@ async def test_the_api_runs_where_it_is_told_and_refuses_what_is_not_here(web: W
     async with web.client() as c:
         health = (await c.get("/healthz")).json()
         assert health["sandbox"]["devices"] == ["cpu"]  # this host has no GPU
-        cpu = (await c.post("/api/run", json={"code": "import torch\nprint(torch.ones(1).device)", "device": "cpu"})).json()
+        cpu = (
+            await c.post(
+                "/api/run",
+                json={"code": "import torch\nprint(torch.ones(1).device)", "device": "cpu"},
+            )
+        ).json()
         assert cpu["run"]["stdout"] == "cpu\n"
         cuda = (await c.post("/api/run", json={"code": ASKS_CUDA, "device": "cuda"})).json()
         assert cuda["run"]["status"] == "unavailable"
@@ -32,7 +37,9 @@ async def test_the_playground_offers_the_devices_and_keeps_the_choice(web: Web) 
         assert re.search(r'<option value="cpu"[^>]*>CPU</option>', page)
         ran = await c.post("/run", data={"code": ASKS_CUDA, "device": "cuda"})
         assert "needs a CUDA GPU" in ran.text
-        assert re.search(r'<option value="cuda" selected', ran.text)  # the choice survives the round trip
+        assert re.search(
+            r'<option value="cuda" selected', ran.text
+        )  # the choice survives the round trip
         # Offered only when something could run it (a newcomer's walk picked it and got "not run");
         # kept choosable when it is the code's own choice, so the run says plainly that none is
         # online, where sent to the CPU the code would fail on its first .cuda().

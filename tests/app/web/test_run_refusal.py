@@ -15,16 +15,24 @@ from sandbox import SandboxError
 
 def test_a_full_queue_is_a_429_with_when_to_come_back() -> None:
     said = run_refusal(QueueFull(7, "learner", 2))
-    assert isinstance(said, TooManyRuns) and said.status == 429 and said.headers == {"Retry-After": "7"}
+    assert (
+        isinstance(said, TooManyRuns)
+        and said.status == 429
+        and said.headers == {"Retry-After": "7"}
+    )
     assert said.message == "You already have 2 runs going; wait for one to finish (about 7 s)."
 
 
-def test_a_sandbox_down_is_a_503_logged_only_with_what_was_being_done(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_sandbox_down_is_a_503_logged_only_with_what_was_being_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.ERROR, logger="ampquiz.web"):
         quiet = run_refusal(SandboxError("zygote died"))
         assert caplog.records == []
         logged = run_refusal(SandboxError("zygote died"), doing="running q-1")
-    assert isinstance(quiet, SandboxDown) and isinstance(logged, SandboxDown) and logged.status == 503
+    assert (
+        isinstance(quiet, SandboxDown) and isinstance(logged, SandboxDown) and logged.status == 503
+    )
     assert [r.getMessage() for r in caplog.records] == ["sandbox failure running q-1: zygote died"]
 
 

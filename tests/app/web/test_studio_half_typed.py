@@ -21,7 +21,8 @@ TEXTS = {
     "nested deep": "[" * 3000,
     "a lone surrogate": "title: t \ud800\ndescription: d\nquestions: []\n",
     # each level doubles what a walk of the document sees: 2**40 leaves from a few hundred bytes
-    "aliases nested": "a0: &a0 [x, x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40)),
+    "aliases nested": "a0: &a0 [x, x]\n"
+    + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40)),
 }
 
 
@@ -33,9 +34,19 @@ async def test_studio_calls_on_half_typed_text_answer_in_words(web: Web, what: s
         who = {**as_instructor(await studio_session(c, "ada")), "content-type": "application/json"}
         calls = {
             "/studio/api/check": {"name": "x.yaml", "text": text},
-            "/studio/api/use-output": {"name": "x.yaml", "text": text, "question_id": "q", "output": "1"},
+            "/studio/api/use-output": {
+                "name": "x.yaml",
+                "text": text,
+                "question_id": "q",
+                "output": "1",
+            },
             "/studio/api/add-question": {"text": text, "question_id": "new-one"},
-            "/studio/api/add-choice": {"text": text, "question_id": "q", "choice_text": "x", "why": "y"},
+            "/studio/api/add-choice": {
+                "text": text,
+                "question_id": "q",
+                "choice_text": "x",
+                "why": "y",
+            },
         }
         for url, body in calls.items():
             r = await c.post(url, content=json.dumps(body), headers=who)

@@ -24,12 +24,16 @@ async def test_signing_out_ends_the_session_for_every_copy_of_its_cookie(web: We
         cookie = await studio_session(client, "ada")
         assert await _studio_with(client, cookie) == 200
         other = await studio_session(client, "ada")  # a second browser
-        assert (await client.post("/studio/sign-out", headers=as_instructor(other))).status_code == 303
+        assert (
+            await client.post("/studio/sign-out", headers=as_instructor(other))
+        ).status_code == 303
         assert await _studio_with(client, other) == 403  # the session signed out just now
         assert await _studio_with(client, cookie) == 200  # the other browser's is its own
 
 
-async def test_a_removed_instructor_loses_the_studio_and_adding_the_name_again_does_not_bring_it_back(web: Web) -> None:
+async def test_a_removed_instructor_loses_the_studio_and_adding_the_name_again_does_not_bring_it_back(
+    web: Web,
+) -> None:
     async with web.client() as client:
         store = client.app.state.web.store  # type: ignore[attr-defined]
         instructors.add(store, "bob")

@@ -33,5 +33,11 @@ async def test_the_api_and_the_form_refuse_alike_and_store_nothing(web: Web) -> 
             assert api.json()["error"] == form.json()["error"] == said
         store = c.app.state.web.store  # type: ignore[attr-defined]
         assert store.all_attempts() == []
-        schema = (await c.get("/openapi.json")).json()["components"]["schemas"]["AnswerIn"]["properties"]["submit_id"]
-        assert schema["anyOf"][0] == {"type": "string", "maxLength": 64, "pattern": "^[^\\x00-\\x1f\\x7f]*$"}
+        schema = (await c.get("/openapi.json")).json()["components"]["schemas"]["AnswerIn"][
+            "properties"
+        ]["submit_id"]
+        assert schema["anyOf"][0] == {
+            "type": "string",
+            "maxLength": 64,
+            "pattern": "^[^\\x00-\\x1f\\x7f]*$",
+        }

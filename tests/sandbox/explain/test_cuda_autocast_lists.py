@@ -47,7 +47,9 @@ AMPLE = Limits(wall_s=60.0, cpu_s=60)
 def _probe(template: str, dtype: str) -> str:
     def fill(first: str, rest: str) -> str:
         parts = template.split("T(")
-        return parts[0] + "".join((first if i == 0 else rest) + "(" + p for i, p in enumerate(parts[1:]))
+        return parts[0] + "".join(
+            (first if i == 0 else rest) + "(" + p for i, p in enumerate(parts[1:])
+        )
 
     c = fill("low", "f32") if template.count("T(") > 1 else "None"
     return PROBE.format(dtype=dtype, a=fill("f32", "f32"), b=fill("low", "low"), c=c)
@@ -89,7 +91,11 @@ def _reason_problem(op: dict[str, Any], category: str, low: str) -> str | None:
             else "run in float32 by autocast (it is on autocast's float32 list)"
         )
     else:
-        return f"reason {reason!r} credits autocast, which cast nothing" if "by autocast" in reason else None
+        return (
+            f"reason {reason!r} credits autocast, which cast nothing"
+            if "by autocast" in reason
+            else None
+        )
     return None if reason.startswith(want) else f"reason {reason!r}, want {want!r}"
 
 
@@ -111,12 +117,16 @@ def test_cuda_autocast_puts_each_op_on_the_headers_list(sandbox_pool: Sandbox, d
         category, ops = _observed(report, code, dtype)
         seen[name] = category
         if "a" not in ops or "b" not in ops:
-            problems.append(f"{name}: the probe did not run to its lower-precision line: {error or 'no op traced'}")
+            problems.append(
+                f"{name}: the probe did not run to its lower-precision line: {error or 'no op traced'}"
+            )
             continue
         header = cuda_policy(HEADER_NAME.get(name, name))
         header = "fp32" if header in ("fp32_set_opt_dtype", "fp32_append_dtype") else header
         if header != "unlisted" and category != header:
-            problems.append(f"{name}: torch's dtypes say {category}, the header says {header} ({error or 'ran'})")
+            problems.append(
+                f"{name}: torch's dtypes say {category}, the header says {header} ({error or 'ran'})"
+            )
         for k, op in ops.items():
             problem = _reason_problem(op, category, dtype)
             if problem:
@@ -124,7 +134,10 @@ def test_cuda_autocast_puts_each_op_on_the_headers_list(sandbox_pool: Sandbox, d
     by_list: dict[str, list[str]] = {}
     for name, category in seen.items():
         by_list.setdefault(category, []).append(name)
-    print(f"CUDA autocast, {dtype}: " + "; ".join(f"{c}: {', '.join(sorted(n))}" for c, n in sorted(by_list.items())))
+    print(
+        f"CUDA autocast, {dtype}: "
+        + "; ".join(f"{c}: {', '.join(sorted(n))}" for c, n in sorted(by_list.items()))
+    )
     assert not problems, "\n".join(problems)
     # where CUDA differs from the CPU's lists, as a fixed point
     assert seen["softmax"] == seen["sum"] == seen["mse_loss"] == "fp32"

@@ -84,7 +84,10 @@ def test_ops_outside_autocast_say_so(explain: Explain) -> None:
     ]
     assert "outside autocast" in mul["reason"] and "float16" in mul["reason"]
     # The summary names what changed a dtype (the explicit cast), not the matmul that kept one.
-    assert report["summary"][0] == "Tensor.half on line 5 converted its input to float16 explicitly; no autocast was involved."
+    assert (
+        report["summary"][0]
+        == "Tensor.half on line 5 converted its input to float16 explicitly; no autocast was involved."
+    )
 
 
 def test_mixed_dtypes_outside_autocast_are_promoted(explain: Explain) -> None:
@@ -184,7 +187,11 @@ def test_the_whole_sandbox_package_counts_as_the_tracers_own_frames() -> None:
     for module in (execute, frames, runner, calls, explainer, ops, scaler):
         assert calls._classify(module.__file__) == calls._TRANSPARENT, module.__name__
     root = frames.SANDBOX_ROOT
-    for outside in (inspect.getfile(torch.optim.SGD), root + "_evil/explain.py", root + "/../tests/explain.py"):
+    for outside in (
+        inspect.getfile(torch.optim.SGD),
+        root + "_evil/explain.py",
+        root + "/../tests/explain.py",
+    ):
         assert calls._classify(outside) == calls._INTERNAL, outside
 
 
@@ -213,9 +220,15 @@ def test_why_an_op_autocast_cast_nothing_for_says_what_did_decide(explain: Expla
     )
     _, report = explain(code)
     [mm] = ops_named(report, "torch.mm")
-    assert mm["reason"] == "its inputs are float64, which autocast never casts: it casts only float32, float16 and bfloat16 ones"
+    assert (
+        mm["reason"]
+        == "its inputs are float64, which autocast never casts: it casts only float32, float16 and bfloat16 ones"
+    )
     [total] = ops_named(report, "Tensor.sum")
-    assert total["reason"] == "autocast cast none of its inputs; the op itself made float16 (as a dtype= argument does)"
+    assert (
+        total["reason"]
+        == "autocast cast none of its inputs; the op itself made float16 (as a dtype= argument does)"
+    )
     [norm] = ops_named(report, "torch.nn.functional.layer_norm")
     assert norm["reason"] == "keeps its bfloat16 input's dtype; autocast cast none of its inputs"
 
@@ -243,4 +256,6 @@ def test_summary_contrasts_an_op_run_with_autocast_off(explain: Explain) -> None
 def test_summary_names_an_explicit_cast_before_an_op_that_kept_its_dtype(explain: Explain) -> None:
     code = "import torch\nx = torch.ones(2, 3)\ny = x.reshape(3, 2)\nz = y.half()\nprint(z.dtype)\n"
     _, report = explain(code)
-    assert any("line 4" in s and "explicitly" in s and "float16" in s for s in report["summary"]), report["summary"]
+    assert any("line 4" in s and "explicitly" in s and "float16" in s for s in report["summary"]), (
+        report["summary"]
+    )

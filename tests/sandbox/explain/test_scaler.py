@@ -151,7 +151,13 @@ def test_events_stay_in_time_order_when_folded(explain: Explain) -> None:
     seen = [(e["event"], e["count"]) for e in report["scaler"]]
     steps = [(e.get("taken"), e["count"]) for e in report["scaler"] if e["event"] == "step"]
     assert steps == [(True, 2), (False, 1), (True, 2)], seen
-    updates = [(e["old_scale"], e["new_scale"], e["count"]) for e in report["scaler"] if e["event"] == "update"]
+    updates = [
+        (e["old_scale"], e["new_scale"], e["count"])
+        for e in report["scaler"]
+        if e["event"] == "update"
+    ]
     assert updates == [(65536.0, 65536.0, 2), (65536.0, 32768.0, 1), (32768.0, 32768.0, 2)], seen
     kinds = [k for k, _ in seen]
-    assert kinds.index("update") < kinds.index("step", kinds.index("update"))  # no later step folded into the first block
+    assert kinds.index("update") < kinds.index(
+        "step", kinds.index("update")
+    )  # no later step folded into the first block

@@ -33,7 +33,9 @@ SNIPPETS = Path(__file__).with_name("unseen")
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SNIPPETS.glob("*.snippet")))
-def test_an_explained_run_prints_what_a_fresh_python_prints(sandbox_pool: Sandbox, name: str, tmp_path: Path) -> None:
+def test_an_explained_run_prints_what_a_fresh_python_prints(
+    sandbox_pool: Sandbox, name: str, tmp_path: Path
+) -> None:
     code = (SNIPPETS / f"{name}.snippet").read_text()
     (tmp_path / "snippet.py").write_text(code)
     # One thread, as a run has (the profiler's counts and a float32 sum's digits depend on it).
@@ -48,6 +50,10 @@ def test_an_explained_run_prints_what_a_fresh_python_prints(sandbox_pool: Sandbo
 def test_a_loops_hazard_is_still_found_when_its_checks_thin_out(sandbox_pool: Sandbox) -> None:
     """Past its first calls, an op's results in a loop are checked at its 2**k-th calls only: the
     sum that stops growing at 256 (after ~2,500 steps) is still reported."""
-    r = sandbox_pool.run((SNIPPETS / "accumulation_loop.snippet").read_text(), Limits(wall_s=10), explain=True)
+    r = sandbox_pool.run(
+        (SNIPPETS / "accumulation_loop.snippet").read_text(), Limits(wall_s=10), explain=True
+    )
     absorbed = [h for h in r.explanation["hazards"] if h["kind"] == "absorption"]
-    assert absorbed and absorbed[0]["line"] == 4 and "256 + 0.1 = 256" in absorbed[0]["message"], r.explanation["hazards"]
+    assert absorbed and absorbed[0]["line"] == 4 and "256 + 0.1 = 256" in absorbed[0]["message"], (
+        r.explanation["hazards"]
+    )
