@@ -45,9 +45,8 @@ docs: $(DOCS_STAMP)
 	$(VENV)/bin/ampquiz docs --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-test: install browser docs
-	$(VENV)/bin/lint-imports
-	$(VENV)/bin/ampquiz lint questions/
+# The full gate CI runs: the linters and type checker, the docs, then every test.
+test: install browser docs lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The inner loop, under a minute: the tests that run in pytest's own process only (no browser, no
@@ -61,8 +60,11 @@ test-quick: install
 	echo "make test-quick: $$((tenths / 10)).$$((tenths % 10)) s"; \
 	exit $$status
 
+# Style (ruff), types (mypy over app and sandbox), the import layers, and the bank's own lint.
 lint: install
 	$(VENV)/bin/ruff check app sandbox tests bench
+	$(VENV)/bin/ruff format --check app sandbox tests bench
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ampquiz lint questions/
 
