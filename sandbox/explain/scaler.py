@@ -5,6 +5,10 @@ class is acceptable; they are restored on exit all the same. Subclasses (`torch.
 `torch.cpu.amp.GradScaler`) inherit the wrapped methods unless they override them, in which case
 their own methods are wrapped too.
 
+What is misuse, and how it is worded, is in `sandbox.explain.scaler_misuse` (and, for reads of
+still-scaled gradients, `sandbox.explain.grad_reads`); what an optimizer that unscales by itself
+did in a step with inf/NaN gradients, in `sandbox.explain.fused_step`.
+
 Runs in: the runner.
 """
 
@@ -17,82 +21,16 @@ from typing import Any
 
 import torch
 
+from sandbox.explain.fused_step import FusedStepProbe, handles_scaling
+from sandbox.explain.grad_reads import ScaledGrads
 from sandbox.explain.iterations import IterationLog
 from sandbox.explain.report import ScalerEvent
+from sandbox.explain.scaler_errors import explain_scaler_error
+from sandbox.explain.scaler_misuse import ScaleMismatch, direct_step, unscaled_backward
 from sandbox.frames import traceback_line
 
 MAX_EVENTS = 100
 _METHODS = ("scale", "unscale_", "step", "update")
-
-# (substring of the error message, explanation; "{call}" and "{line}" are filled in)
-_SCALER_ERRORS: tuple[tuple[str, str], ...] = (
-    (
-        "but _scale is None",
-        "scaler.{call}() ran but scaler.scale(loss) was never called, so the scaler has no scale",
-    ),
-    (
-        "but _growth_tracker is None",
-        "scaler.{call}() ran but scaler.scale(loss) was never called, so the scaler has no scale",
-    ),
-    (
-        "No inf checks were recorded for this optimizer",
-        (
-            "scaler.step() found no gradients to check: "
-            "no parameter of this optimizer has a .grad, so backward() did not run on the scaled loss "
-            "(scaler.scale(loss).backward()) before step(), or the gradients were cleared in between"
-        ),
-    ),
-    (
-        "No inf checks were recorded prior to update",
-        (
-            "scaler.update() ran but no scaler.step(optimizer) "
-            "happened since the last update(), so there was nothing to adjust the scale from"
-        ),
-    ),
-    (
-        "unscale_() has already been called on this optimizer",
-        (
-            "scaler.unscale_(optimizer) was called "
-            "twice in one iteration; call it at most once between update() calls"
-        ),
-    ),
-    (
-        "unscale_() is being called after step()",
-        (
-            "scaler.unscale_(optimizer) came after "
-            "scaler.step(optimizer); unscale before stepping (for example to clip gradients), not after"
-        ),
-    ),
-    (
-        "step() has already been called since the last update()",
-        (
-            "scaler.step(optimizer) ran twice "
-            "without scaler.update() in between; call update() once per iteration, after the steps"
-        ),
-    ),
-    (
-        "Attempting to unscale FP16 gradients",
-        (
-            "the parameters themselves are float16 (for example "
-            "after model.half()), so their gradients are float16 and GradScaler refuses to unscale them; "
-            "keep parameters in float32 and let autocast do the casting"
-        ),
-    ),
-    ("Closure use is not currently supported", "scaler.step() does not accept a closure"),
-)
-
-
-def explain_scaler_error(exc: BaseException, call: str | None = None) -> str | None:
-    """A learner's explanation of a GradScaler error message, or None if it is not one."""
-    text = str(exc)
-    for needle, explanation in _SCALER_ERRORS:
-        if needle in text:
-            if call is None:
-                call = "step"
-                if text.startswith("Attempted "):
-                    call = text.split()[1]
-            return explanation.format(call=call)
-    return None
 
 
 def _value(t: Any) -> float | None:
@@ -112,7 +50,7 @@ def _found_inf(scaler: Any, optimizer: Any) -> bool | None:
 
 
 class ScalerMonitor:
-    """Wraps GradScaler methods and the optimizer step hook; events are folded with counts."""
+    """Wraps GradScaler methods and the optimizer step hooks; events are folded with counts."""
 
     def __init__(self, line_now: Callable[[], int | None], tracer: Any, filename: str):
         """`tracer.pause()` keeps the scaler's own reads untraced (and unseen by the snippet's modes)."""
@@ -122,12 +60,15 @@ class ScalerMonitor:
         self._log = IterationLog(MAX_EVENTS)
         self.errors: list[tuple[BaseException, dict[str, Any]]] = []
         self._saved: list[tuple[type, str, Any]] = []
-        self._hook: Any = None
+        self._hooks: list[Any] = []
         self._in_step = 0
-        self._scaled: dict[int, weakref.ref] = {}
+        self._scaled: dict[int, tuple[weakref.ref, float | None]] = {}
         self._backwards: list[tuple[int | None, bool]] = []
         self._last_scale: float | None = None
         self._unscaled_opts: set[int] = set()
+        self.grads = ScaledGrads(filename, self.add)
+        self._mismatch = ScaleMismatch()
+        self._fused = FusedStepProbe()
 
     # installation
 
@@ -146,19 +87,22 @@ class ScalerMonitor:
                     self._saved.append((cls, name, original))
                     setattr(cls, name, self._wrap(name, original))
         try:
-            from torch.optim.optimizer import register_optimizer_step_pre_hook
+            from torch.optim.optimizer import (
+                register_optimizer_step_post_hook,
+                register_optimizer_step_pre_hook,
+            )
 
-            self._hook = register_optimizer_step_pre_hook(self._on_optimizer_step)
-        except Exception:  # noqa: BLE001
-            self._hook = None
+            self._hooks.append(register_optimizer_step_pre_hook(self._on_optimizer_step))
+            self._hooks.append(register_optimizer_step_post_hook(self._after_optimizer_step))
+        except Exception:  # noqa: BLE001, S110
+            pass
 
     def uninstall(self) -> None:
         while self._saved:
             cls, name, original = self._saved.pop()
             setattr(cls, name, original)
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        while self._hooks:
+            self._hooks.pop().remove()
 
     # event log (folded in time order: see sandbox.explain.iterations)
 
@@ -175,57 +119,76 @@ class ScalerMonitor:
 
     # scaled-loss tracking, fed by the tracer
 
-    def mark_scaled(self, out: Any) -> None:
+    def mark_scaled(self, out: Any, scale: float | None) -> None:
         items = out if isinstance(out, (list, tuple)) else (out,)
         for t in items:
             if isinstance(t, torch.Tensor):
-                self._scaled[id(t)] = weakref.ref(t)
+                self._scaled[id(t)] = (weakref.ref(t), scale)
         if len(self._scaled) > 256:
-            self._scaled = {k: r for k, r in self._scaled.items() if r() is not None}
+            self._scaled = {k: v for k, v in self._scaled.items() if v[0]() is not None}
 
-    def _is_scaled(self, t: Any) -> bool:
-        ref = self._scaled.get(id(t))
-        return ref is not None and ref() is t
+    def _scale_of(self, t: Any) -> tuple[bool, float | None]:
+        """(is `t` a scaled loss or made from one, the scale it was multiplied by)."""
+        entry = self._scaled.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return False, None
+        return True, entry[1]
 
     def after_call(self, name: str, line: int | None, args: tuple[Any, ...], out: Any) -> None:
         """Follow scaled tensors through snippet ops and note which backward() used them."""
         if name in ("Tensor.backward", "torch.autograd.backward"):
             target = args[0] if args else None
             targets = target if isinstance(target, (list, tuple)) else (target,)
-            scaled = any(self._is_scaled(t) for t in targets)
+            scales = [self._scale_of(t) for t in targets]
+            scaled = [s for ok, s in scales if ok]
             if len(self._backwards) < 64:
-                self._backwards.append((line, scaled))
+                self._backwards.append((line, bool(scaled)))
+            if scaled:
+                self.grads.open(scaled[0], line)
+                self._mismatch.backward(scaled[0], line)
             return
         if self._scaled and isinstance(out, torch.Tensor):
             for a in args:
-                if isinstance(a, torch.Tensor) and self._is_scaled(a):
-                    self.mark_scaled(out)
+                ok, scale = self._scale_of(a) if isinstance(a, torch.Tensor) else (False, None)
+                if ok:
+                    self.mark_scaled(out, scale)
                     break
 
+    # the optimizer's own step hooks
+
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._in_step or torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
             return  # compiled, dynamo would trace this hook into the snippet's graph (and break it)
         try:
-            scaled_lines = [ln for ln, scaled in self._backwards if scaled]
-            if scaled_lines:
-                line = self.line_now()
-                if id(optimizer) in self._unscaled_opts:
-                    message = (
-                        f"optimizer.step() on line {line} was called directly instead of "
-                        "scaler.step(optimizer): the gradients were unscaled, but a step with "
-                        "inf/NaN gradients will not be skipped"
-                    )
-                else:
-                    scale = f" ({self._last_scale:g})" if self._last_scale else ""
-                    message = (
-                        f"optimizer.step() on line {line} used gradients still multiplied by the "
-                        f"loss scale{scale} from scaler.scale(loss).backward() on line "
-                        f"{scaled_lines[0]}; call scaler.step(optimizer) so they are unscaled first"
-                    )
-                self.add({"event": "misuse", "line": line, "message": message})
-            self._backwards.clear()
+            with self.tracer.pause():
+                if self._in_step:  # called by scaler.step
+                    if handles_scaling(optimizer):
+                        self._fused.before(optimizer)
+                    return
+                self._direct_step(optimizer)
         except Exception:  # noqa: BLE001, S110
             pass
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._in_step or torch.compiler.is_compiling():
+            return
+        try:
+            with self.tracer.pause():
+                self._fused.after(optimizer)
+        except Exception:  # noqa: BLE001, S110
+            pass
+
+    def _direct_step(self, optimizer: Any) -> None:
+        """`optimizer.step()` called by the snippet, not by scaler.step: after a scaled backward
+        that is a misuse (`scaler_misuse.direct_step`)."""
+        scaled_lines = [ln for ln, scaled in self._backwards if scaled]
+        if scaled_lines:
+            line = self.line_now()
+            message = direct_step(
+                line, id(optimizer) in self._unscaled_opts, self._last_scale, scaled_lines[0]
+            )
+            self.add({"event": "misuse", "line": line, "message": message})
+        self._backwards.clear()
 
     # the wrappers
 
@@ -270,28 +233,29 @@ class ScalerMonitor:
         self, name: str, scaler: Any, args: tuple[Any, ...], line: int | None
     ) -> dict[str, Any]:
         enabled = bool(getattr(scaler, "_enabled", False))
-        if name == "update" and enabled:
-            return {"old": _value(getattr(scaler, "_scale", None))}
-        if name == "step" and enabled and args and getattr(scaler, "_scale", None) is not None:
-            state = scaler._per_optimizer_states.get(id(args[0]))
+        if not enabled or getattr(scaler, "_scale", None) is None:
+            return {}
+        if name == "update":
+            return {"old": _value(scaler._scale)}
+        opt = args[0] if args else None
+        if name == "unscale_" and not self._in_step:
+            self._unscaling(opt, _value(scaler._scale), name, line)
+        if name == "step" and opt is not None:
+            state = scaler._per_optimizer_states.get(id(opt))
             ready = state is None or not state.get("found_inf_per_device")
-            if self._backwards and not any(scaled for _, scaled in self._backwards):
-                scale = _value(scaler._scale)
-                bline = self._backwards[0][0]
-                self.add(
-                    {
-                        "event": "misuse",
-                        "line": line,
-                        "message": (
-                            f"loss.backward() on line {bline} ran on the unscaled loss, but "
-                            f"scaler.step() on line {line} divided the gradients by the scale "
-                            f"({scale:g}), so the update used gradients {scale:g} times too small; "
-                            "call scaler.scale(loss).backward()"
-                        ),
-                    }
-                )
-            return {"stage_ready": ready}
+            unscaled = bool(self._backwards) and not any(s for _, s in self._backwards)
+            if unscaled:
+                message = unscaled_backward(self._backwards[0][0], line, _value(scaler._scale))
+                self.add({"event": "misuse", "line": line, "message": message})
+            if ready:
+                self._unscaling(opt, _value(scaler._scale), name, line)
+            return {"stage_ready": ready, "unscaled_loss": unscaled}
         return {}
+
+    def _unscaling(self, opt: Any, scale: float | None, call: str, line: int | None) -> None:
+        message = self._mismatch.unscaling(opt, scale, call, line)
+        if message is not None:
+            self.add({"event": "misuse", "line": line, "message": message})
 
     def _after(
         self,
@@ -310,11 +274,12 @@ class ScalerMonitor:
         if name == "scale":
             value = _value(getattr(scaler, "_scale", None))
             self._last_scale = value
-            self.mark_scaled(result)
+            self.mark_scaled(result, value)
             self.add({"event": "scale", "line": line, "scale": value})
         elif name == "unscale_":
             opt = args[0] if args else None
             self._unscaled_opts.add(id(opt))
+            self.grads.unscaled(opt)
             self.add({"event": "unscale_", "line": line, "explicit": not self._in_step})
             if not self._in_step:  # inside step() the step event reports the check
                 found = _found_inf(scaler, opt)
@@ -325,7 +290,17 @@ class ScalerMonitor:
             found = _found_inf(scaler, opt)
             if before.get("stage_ready") and found is not None:
                 self.add({"event": "inf_check", "line": line, "found_inf": found})
-            self.add({"event": "step", "line": line, "taken": not found})
+            if handles_scaling(opt):
+                # scaler.step called optimizer.step() with grad_scale and found_inf set: the
+                # optimizer unscaled and (on inf/NaN) skipped the update itself
+                event: dict[str, Any] = {"event": "step", "line": line, "taken": True}
+                event.update({"in_optimizer": True, "found_inf": bool(found)})
+                event.update(self._fused.result(opt) or {})
+            else:
+                event = {"event": "step", "line": line, "taken": not found}
+            if before.get("unscaled_loss"):
+                event["unscaled_loss"] = True
+            self.add(event)
             self._backwards.clear()
         elif name == "update":
             old = before.get("old")
@@ -351,6 +326,8 @@ class ScalerMonitor:
                 }
             )
             self._unscaled_opts.clear()
+            self.grads.close()
+            self._mismatch.update(line, old, new)
 
     def _error(self, name: str, line: int | None, exc: BaseException) -> None:
         if any(e is exc for e, _ in self.errors):
