@@ -203,7 +203,7 @@ class HazardChecker:
         count = int(over.sum())
         if count:
             example = float(ref[over].flatten()[0])
-            self._add(
+            self.add(
                 "overflow",
                 "tensor",
                 call,
@@ -216,7 +216,7 @@ class HazardChecker:
         count = int(under.sum())
         if count:
             example = float(ref[under].flatten()[0])
-            self._add(
+            self.add(
                 "underflow",
                 "tensor",
                 call,
@@ -245,7 +245,7 @@ class HazardChecker:
             return
         dt = out.dtype
         biggest = float(ref[mask].abs().max())
-        self._add(
+        self.add(
             "overflow",
             func,
             call,
@@ -271,7 +271,7 @@ class HazardChecker:
         dt = out.dtype
         example = float(ref[mask].flatten()[0])
         tiny = _smallest(dt)
-        self._add(
+        self.add(
             "underflow",
             func,
             call,
@@ -313,7 +313,7 @@ class HazardChecker:
         b_ex = float(ref.expand_as(mask).flatten()[idx]) - a_ex
         sign = "+" if b_ex >= 0 else "-"
         spacing = torch.finfo(dt).eps * abs(a_ex)
-        self._add(
+        self.add(
             "absorption",
             func,
             call,
@@ -326,7 +326,7 @@ class HazardChecker:
 
     # bookkeeping
 
-    def _add(
+    def add(
         self, kind: HazardKind, func: Any, call: Call | None, dt: torch.dtype, text: str
     ) -> None:
         line = self.line_of(call)
