@@ -8,6 +8,7 @@ Runs in: the runner. Pure helpers with no state of their own beyond caches; the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from sandbox.explain.report import RegionKind
 from sandbox.frames import is_sandbox_file, snippet_line
 
 LOW_PRECISION: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
@@ -167,7 +169,8 @@ def _classify(filename: str) -> int:
 
 
 def locate(filename: str, frame: FrameType | None) -> tuple[int | None, bool, FrameType | None]:
-    """(snippet line, made directly by the snippet?, frame to resume from when the line is wanted).
+    """(snippet line, made directly by the snippet?, the snippet's frame when the line was found,
+    else the frame to resume from when the line is wanted).
 
     A call is "direct" when only plumbing (overrides, `torch.nn.functional` wrappers) or an
     `nn.Module.__call__` lies between it and the snippet, so `model(x)` shows up as
@@ -180,7 +183,7 @@ def locate(filename: str, frame: FrameType | None) -> tuple[int | None, bool, Fr
         code = f.f_code
         fn = code.co_filename
         if fn == filename:
-            return f.f_lineno, (called or not in_module), None
+            return f.f_lineno, (called or not in_module), f
         kind = _classify(fn)
         if kind == _INTERNAL:
             return None, False, f
@@ -216,6 +219,9 @@ def autocast_state(device_type: str) -> tuple[bool, torch.dtype | None]:
 # --- one traced call --------------------------------------------------------------------------
 
 
+_SERIALS = itertools.count()
+
+
 @dataclass
 class Call:
     """A torch-function call in progress; the dispatch mode adds what happens underneath."""
@@ -225,6 +231,15 @@ class Call:
     direct: bool
     frame: FrameType | None = None
     casts: list[tuple[str, str, tuple[int, ...]]] = field(default_factory=list)
+    autocast: tuple[str, str] | None = None
+    """(device type, dtype) of autocast on the inputs' device when a direct call was made."""
+    reused: list[tuple[str, tuple[int, ...], int | None]] = field(default_factory=list)
+    """Autocast's cached casts this call was handed: (dtype, shape, line the cast was made on)."""
+    inplace: str | None = None
+    """"self" when it wrote its result into its first argument, "out" into an `out=` tensor."""
+    region: tuple[RegionKind, str] | None = None
+    """(kind, words) of what it ran inside: `sandbox.explain.regions`."""
+    serial: int = field(default_factory=lambda: next(_SERIALS))
 
     def snippet_line(self, filename: str) -> int | None:
         if self.line is None and self.frame is not None:
@@ -292,95 +307,18 @@ def involves_low_precision(args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
     return False
 
 
-# Autocast's "promote" ops cast mixed inputs to the widest one; for mixed float16/float32
-# inputs that looks exactly like the float32 list, so these names tell the two apart. The lists
-# are per device and differ: CUDA's is `AT_FORALL_PROMOTE` in torch's shipped
-# `ATen/autocast_mode.h`; the CPU's is registered in `autocast_mode.cpp` (there `grid_sampler`
-# is on the float32 list instead). tests/sandbox/explain/test_agrees_with_torch.py checks both
-# against torch: the header, and what CPU autocast does.
-AUTOCAST_PROMOTE: dict[str, frozenset[str]] = {
-    "cpu": frozenset({"cat", "stack", "index_copy"}),
-    "cuda": frozenset(
-        {
-            "addcdiv",
-            "addcmul",
-            "atan2",
-            "bilinear",
-            "cross",
-            "dot",
-            "vdot",
-            "grid_sample",
-            "grid_sampler",
-            "index_put",
-            "index_put_",
-            "tensordot",
-            "scatter_add",
-        }
-    ),
-}
-
-_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
-
-
-def reason_for(
-    name: str,
-    in_dtypes: list[str],
-    out_dtype: str | None,
-    autocast: tuple[str, str] | None,
-    other_autocast: tuple[str, str] | None,
-    device: str | None,
-    casts: list[tuple[str, str, tuple[int, ...]]],
-    error: str | None,
-) -> str:
-    """Why the output has its dtype, in words, from what was observed (not from a list of ops)."""
-    if error is not None:
-        return f"raised {error}"
-    if name in BACKWARD_NAMES:
-        if casts:
-            return "backward pass: gradients flowed back through the forward pass's casts to the parameters' dtypes"
-        return "backward pass: each gradient is computed in its forward op's dtype"
-    if out_dtype is None:
-        return "returned no tensor"
-    floats = [d for d in in_dtypes if d in _FLOAT_RANK]
-    if name in CONVERSIONS and casts:
-        return f"explicit cast to {out_dtype} ({name.split('.')[-1]}())"
-    if not [d for d in in_dtypes if not d.startswith("python")]:
-        if autocast is not None:
-            return f"new {out_dtype} tensor: autocast does not change tensors that are created"
-        return f"new {out_dtype} tensor"
-    if out_dtype not in _FLOAT_RANK:
-        return f"returns {out_dtype}"
-    distinct = sorted(set(floats), key=lambda d: _FLOAT_RANK[d])
-    if autocast is not None:
-        ac_dtype = autocast[1]
-        if out_dtype == ac_dtype and any(c[1] == ac_dtype for c in casts):
-            return f"cast to {ac_dtype} by autocast"
-        if out_dtype == "float32" and any(c[1] == "float32" for c in casts):
-            promote = AUTOCAST_PROMOTE.get(autocast[0], frozenset())
-            if name.rsplit(".", 1)[-1] in promote and "float32" in floats:
-                return "promoted to the widest input (float32) by autocast"
-            return "run in float32 by autocast (it is on autocast's float32 list)"
-        if len(distinct) > 1 and out_dtype == distinct[-1]:
-            return f"promoted to the widest input ({out_dtype}) under autocast"
-        if distinct == [
-            "float64"
-        ]:  # before "follows its input": autocast passed it over, not the op
-            return "its inputs are float64, which autocast never casts: it casts only float32, float16 and bfloat16 ones"
-        if distinct == [out_dtype]:
-            return f"follows its input ({out_dtype}); autocast did not change it"
-        if out_dtype in distinct:  # layer_norm of a bfloat16 input with float32 weights, on the CPU
-            return f"keeps its {out_dtype} input's dtype; autocast cast none of its inputs"
-        # Autocast cast nothing, and the dtype is none of the inputs': the op chose it (sum's dtype=).
-        return f"autocast cast none of its inputs; the op itself made {out_dtype} (as a dtype= argument does)"
-    if other_autocast is not None:
-        prefix = (
-            f"autocast is on for {other_autocast[0]} but this ran on {device}, "
-            "so autocast left it alone: "
-        )
-    else:
-        prefix = "outside autocast: "
-    if len(distinct) > 1 and out_dtype == distinct[-1]:
-        return prefix + f"promoted to the widest input ({out_dtype})"
-    if distinct == [out_dtype]:
-        return prefix + f"follows its input ({out_dtype})"
-    return prefix + f"returned {out_dtype}"
+def wrote_into(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str | None:
+    """ "self" when the call wrote its result into its first argument (`add_`, `+=`, `copy_`),
+    "out" into its `out=` tensor, else None. Only identity is read: no tensor op."""
+    if (
+        args
+        and out is args[0]
+        and (name.endswith("_") and not name.endswith("__") or name.startswith("Tensor.__i"))
+    ):
+        return "self"
+    target = kwargs.get("out")
+    if target is not None and (
+        out is target or isinstance(target, (list, tuple)) and out is target[0]
+    ):
+        return "out"
+    return None

@@ -21,10 +21,13 @@ import math
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from sandbox.explain.cast_cache import CastCache
+from sandbox.explain.compiled import CompiledGraphs
 from sandbox.explain.hazards import HazardChecker
 from sandbox.explain.ops import OpTracer
 from sandbox.explain.report import OpRecord, Report, SnippetException
-from sandbox.explain.scaler import ScalerMonitor, explain_scaler_error
+from sandbox.explain.scaler import ScalerMonitor
+from sandbox.explain.scaler_errors import explain_scaler_error
 from sandbox.explain.summary import summarize
 from sandbox.frames import SNIPPET, snippet_line, traceback_line
 
@@ -44,6 +47,8 @@ class Explainer:
         self._hazards: HazardChecker | None = None
         self._scaler: ScalerMonitor | None = None
         self._exit_exc: BaseException | None = None
+        self._hook: Any = None
+        self._compiled: CompiledGraphs | None = None
 
     def __enter__(self) -> Self:
         filename = self.filename
@@ -60,14 +65,26 @@ class Explainer:
             hazards.after_function(call, func, args, kwargs, out)
 
         tracer.after_call = after_call
+        tracer.grads = scaler.grads
+        tracer.cache = CastCache(filename, hazards.add, tracer.pause)
         self._tracer, self._hazards, self._scaler = tracer, hazards, scaler
         scaler.install()
+        self._compiled = CompiledGraphs(tracer)
         try:
+            self._hook = tracer.cache.install()
+            self._compiled.install()
             tracer.install()
         except BaseException:
+            self._compiled.uninstall()
+            self._remove_hook()
             scaler.uninstall()
             raise
         return self
+
+    def _remove_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
 
     def __exit__(
         self,
@@ -79,6 +96,9 @@ class Explainer:
             self._tracer.uninstall()
         if self._scaler is not None:
             self._scaler.uninstall()
+        self._remove_hook()
+        if self._compiled is not None:
+            self._compiled.uninstall()
         self._exit_exc = exc
         return False
 
@@ -151,6 +171,17 @@ def _op_error_hint(entry: OpRecord, message: str) -> str | None:
     message is about dtypes (mixed inputs that fail on their shapes failed for their shapes)."""
     if not any(word in message for word in _DTYPE_WORDS):
         return None
+    autocast = entry.get("autocast")
+    region = autocast["dtype"] if autocast else None
+    other = [r for r in entry.get("reused", []) if region and r["dtype"] != region]
+    if other:
+        made = f" on line {other[0]['line']}" if other[0]["line"] is not None else ""
+        return (
+            f"autocast's weight cache handed it the {other[0]['dtype']} copy of a weight cast"
+            f"{made} by an enclosing {other[0]['dtype']} region, while this {region} region cast "
+            f"its other inputs to {region}: the cache is keyed on the weight alone, not on the "
+            "dtype (cache_enabled=False on the inner region avoids it)"
+        )
     floats = []
     for d in entry.get("inputs", []):
         if d["dtype"] in ("float16", "bfloat16", "float32", "float64") and d["dtype"] not in floats:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sandbox.explain.calls import Call, dtype_name, first_tensor, reason_for
+from sandbox.explain.calls import Call, dtype_name, first_tensor
+from sandbox.explain.reasons import reason_for
 from sandbox.explain.report import OpRecord, TensorMeta
 
 MAX_INPUTS = 6
 """Inputs kept per op entry; `torch.cat` of a hundred tensors must not blow up the report."""
 MAX_CASTS = 4
+Described = tuple[str, tuple[int, ...], str | None]
+"""(dtype, shape, device) of a tensor (or a Python float), as `calls.describe_inputs` gives it."""
 MAX_SIGNATURES = 20_000
 """Distinct call signatures remembered for counting once the visible trace is full."""
 
@@ -45,20 +48,34 @@ class OpRows:
         if exc is not None:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             error = f"{type(exc).__name__}: {first}"[:200]
-        casts = call.casts
         reason = reason_for(
-            call.name,
+            call,
             [d[0] for d in inputs],
             out_desc[0] if out_desc else None,
             autocast,
             other if autocast is None else None,
             device,
-            casts,
             error,
         )
-        casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
-        key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason)
         self.calls_total += 1
+        entry = self.add_row(call, inputs, out_desc, autocast, reason, error)
+        if exc is not None and entry is not None:
+            self.last_failed = (exc, entry)
+
+    def add_row(
+        self,
+        call: Call,
+        inputs: list[Described],
+        out_desc: Described | None,
+        autocast: tuple[str, str] | None,
+        reason: str,
+        error: str | None = None,
+    ) -> OpRecord | None:
+        """Fold a row into the ops (or count it past the cap); the row's entry, if shown."""
+        casts = call.casts
+        casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
+        reused = tuple(call.reused[:MAX_CASTS])
+        key = (call.line, call.name, tuple(inputs), out_desc, autocast, casts_key, reason, reused)
         entry: OpRecord | Literal[False] | None = self._index.get(key, False)
         if entry is False:
             self.ops_total += 1
@@ -84,6 +101,12 @@ class OpRows:
                     entry["casts_total"] = len(casts)
                 if error is not None:
                     entry["error"] = error
+                if reused:
+                    entry["reused"] = [
+                        {"dtype": r[0], "shape": list(r[1]), "line": r[2]} for r in reused
+                    ]
+                if call.region is not None:
+                    entry["region"] = {"kind": call.region[0], "text": call.region[1]}
                 self.ops.append(entry)
             else:
                 self.truncated = True
@@ -91,9 +114,8 @@ class OpRows:
                 self._index[key] = entry
         if entry is not None:
             entry["count"] += 1
-        if exc is not None and entry is not None:
-            self.last_failed = (exc, entry)
+        return entry
 
 
-def _desc_dict(d: tuple[str, tuple[int, ...], str | None]) -> TensorMeta:
+def _desc_dict(d: Described) -> TensorMeta:
     return {"dtype": d[0], "shape": list(d[1]), "device": d[2]}

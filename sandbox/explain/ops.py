@@ -17,14 +17,12 @@ from types import FrameType
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from sandbox.explain.backward_rows import BackwardRows
 from sandbox.explain.calls import (
     BACKWARD_NAMES,
     CONVERSIONS,
     LOW_PRECISION,
-    NAMES,
     Call,
     autocast_state,
     describe_inputs,
@@ -34,16 +32,15 @@ from sandbox.explain.calls import (
     locate,
     op_name,
     tensors_in,
+    wrote_into,
 )
+from sandbox.explain.cast_cache import CastCache
+from sandbox.explain.grad_reads import ScaledGrads
+from sandbox.explain.modes import DispatchMode, FunctionMode
 from sandbox.explain.op_rows import OpRows
-from sandbox.explain.unseen import (
-    HANDING_OVER,
-    OwnWork,
-    caller_of,
-    decomposes_past_autocast,
-    own_dispatch,
-)
-from sandbox.frames import Caller, called_from, plain_call
+from sandbox.explain.regions import CAST_INPUTS, Found, cast_region, region_of
+from sandbox.explain.unseen import OwnWork, decomposes_past_autocast, own_dispatch
+from sandbox.frames import Caller, plain_call, snippet_line
 
 EVERY_CALL_CHECKED = 64
 """Calls of one op at one place whose results are all checked (`OpTracer._check_now`)."""
@@ -60,43 +57,6 @@ _CAST_OPS = frozenset(
 )
 
 # --- the tracer -------------------------------------------------------------------------------
-
-
-class _FunctionMode(TorchFunctionMode):
-    def __init__(self, tracer: OpTracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        # Fast path first: property reads (`p.grad`, `x.dtype`) are most of the calls.
-        if kwargs is None:
-            kwargs = {}
-        if torch.compiler.is_compiling():
-            # While torch.compile traces, step aside: tracing into the recorder (its frame walk)
-            # would break the snippet's graph into pieces and change what it prints (graph counts,
-            # recompiles). The compiled code's calls are seen again when it runs.
-            return func(*args, **kwargs)
-        if self.tracer.paused:  # the explainer's own calls
-            return func(*args, **kwargs)
-        # Called from a stand-in for the snippet's frame (or torch's, for its internal calls), so
-        # a warning torch raises "at its caller" is where a fresh `python` puts it.
-        caller = sys._getframe(1)
-        if caller.f_code is HANDING_OVER:  # a Python function of torch's handed the call over
-            caller = caller_of(func, caller)
-        call = called_from(caller)
-        if NAMES.get(func, "") is None:
-            return call(func, args, kwargs)
-        return self.tracer.on_function(func, args, kwargs, call)
-
-
-class _DispatchMode(TorchDispatchMode):
-    def __init__(self, tracer: OpTracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self.tracer.on_dispatch(func, args, kwargs or {})
-
 
 DispatchHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any, Any, "Call | None"], None]
 PreHook = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -118,17 +78,23 @@ class OpTracer(OpRows):
             Callable[[Call, Any, tuple[Any, ...], dict[str, Any], Any], None] | None
         ) = None
         self._modes: list[Any] = []
-        self._dispatch_mode: _DispatchMode | None = None
+        self._dispatch_mode: DispatchMode | None = None
         self._dispatch_depth = 0
+        self.backward = BackwardRows(self)
+        """The snippet's backward call under way, and rows for its code the backward pass runs."""
+        self.grads: ScaledGrads | None = None
+        """Set by the explainer: told of `p.grad` reads and norms while gradients are scaled."""
+        self.cache: CastCache | None = None
+        """Set by the explainer: autocast's cached casts, told of each cast and each op's inputs."""
 
     # installation
 
     def install(self) -> None:
         """Push the function mode for the whole run; the dispatch mode is pushed per call."""
-        tf = _FunctionMode(self)
+        tf = FunctionMode(self)
         tf.__enter__()
         self._modes.append(tf)
-        self._dispatch_mode = _DispatchMode(self)
+        self._dispatch_mode = DispatchMode(self)
 
     def uninstall(self) -> None:
         """Pop our function mode, and any mode the snippet pushed above it and never popped."""
@@ -169,6 +135,12 @@ class OpTracer(OpRows):
         """
         if self.paused or torch._C._autograd._profiler_enabled():
             return through(func, args, kwargs)
+        if self.grads is not None and self.grads.pending:
+            try:
+                with self.pause():
+                    self.grads.before_call(func, args, kwargs)
+            except Exception as exc:  # noqa: BLE001
+                self.note_error(f"gradient read {func!r}: {exc!r}")
         # Reading the inputs' dtypes is not the snippet's call: a tensor subclass's own
         # `__torch_function__` is not told of it (it printed a `__get__` for each read).
         with torch._C.DisableTorchFunctionSubclass():
@@ -190,15 +162,22 @@ class OpTracer(OpRows):
             # `push` holds only with a mode (above), which mypy does not carry through a bool.
             self._dispatch_mode.__enter__()  # type: ignore[union-attr]
             self._dispatch_depth += 1
+        backward = direct and name in BACKWARD_NAMES and self.backward.call is None
+        if backward:
+            self.backward.enter(call)
         try:
             out = through(func, args, kwargs)
         except BaseException as exc:
-            self._leave(push)
+            self._leave(push, backward)
             if direct and before is not None:
                 self._safe_record(call, before, None, exc)
             raise
-        self._leave(push)
+        self._leave(push, backward)
         if direct and before is not None:
+            call.inplace = wrote_into(name, args, kwargs, out)
+            if call.inplace is not None and self.cache is not None and self.cache.live:
+                where = f" on line {call.line}" if call.line is not None else ""
+                self.cache.wrote(tensors_in(args, kwargs), f"{name}{where}")
             if name in BACKWARD_NAMES or first_tensor(out) is not None:
                 self._safe_record(call, before, out, None)
             if self.after_call is not None and not own_dispatch(first_tensor(out)):
@@ -217,15 +196,24 @@ class OpTracer(OpRows):
         name = op_name(func)
         if name is None:
             return None
-        line, direct, frame = locate(self.filename, caller)
-        if not direct and not involves_low_precision(args, kwargs):
-            return None  # library internals in float32: nothing to see
-        call = Call(name, line, direct, frame)
+        found = None
+        if caller.f_code is CAST_INPUTS:  # custom_fwd casting its inputs: a row of its own
+            found = self._region(cast_region, caller)
+            line, direct, frame = snippet_line(self.filename, caller), found is not None, None
+        else:
+            line, direct, frame = locate(self.filename, caller)
+            if not direct and not involves_low_precision(args, kwargs):
+                return None  # library internals in float32: nothing to see
+            if direct:
+                found = self._region(region_of, frame, self.filename, False)
+        call = Call(name, line, direct, frame if line is None else None)
+        call.region = (found.kind, found.words) if found is not None else None
         before = None
         if direct:
             try:
                 ac = self._autocast_for(args, kwargs)
                 before = (describe_inputs(args, kwargs), ac)
+                call.autocast = ac[1]
                 watch = (
                     ac[1] is not None
                     or name in BACKWARD_NAMES
@@ -239,7 +227,17 @@ class OpTracer(OpRows):
             watch = involves_low_precision(args, kwargs)
         return call, before, direct, watch
 
-    def _leave(self, pushed: bool) -> None:
+    def _region(self, find: Callable[..., Found | None], *args: Any) -> Found | None:
+        """`find(*args)`, or None if it failed: a frame the snippet made odd names no region."""
+        try:
+            return find(*args)
+        except Exception as exc:  # noqa: BLE001
+            self.note_error(f"region of a call: {exc!r}")
+            return None
+
+    def _leave(self, pushed: bool, backward: bool = False) -> None:
+        if backward:
+            self.backward.leave()
         self.stack.pop()
         if pushed:
             self._dispatch_depth -= 1
@@ -252,7 +250,18 @@ class OpTracer(OpRows):
         pre = None
         before = self.before_dispatch
         call = self.stack[-1] if self.stack else None
-        checked = not (args and own_dispatch(args[0])) and self._check_now(func, call)
+        row = place = None
+        if call is not None and call is self.backward.call:
+            place = self.backward.place()  # the snippet's own code run by the backward pass
+            if place is not None:
+                row = self.backward.row_call(place, func)
+        cache = self.cache
+        if cache is not None and cache.live and call is not None:
+            try:
+                cache.handed(args, row or call)
+            except Exception as exc:  # noqa: BLE001
+                self.note_error(f"cached casts of {func}: {exc!r}")
+        checked = not (args and own_dispatch(args[0])) and self._check_now(func, row or call)
         if (
             before is not None
             and checked
@@ -266,28 +275,34 @@ class OpTracer(OpRows):
             except Exception as exc:  # noqa: BLE001
                 self.note_error(f"before {func}: {exc!r}")
         out = func(*args, **kwargs)
-        cast = func in _CAST_OPS and call is not None and call.direct
+        casting = func in _CAST_OPS and call is not None
         low_out = isinstance(out, torch.Tensor) and out.dtype in LOW_PRECISION
-        if not (cast or low_out or (pre is not None) or isinstance(out, (tuple, list))):
+        if not (casting or low_out or row or (pre is not None) or isinstance(out, (tuple, list))):
             return out
         try:
             with self.pause():
-                if cast:
-                    src = args[0] if args else None
-                    if (
-                        isinstance(src, torch.Tensor)
-                        and isinstance(out, torch.Tensor)
-                        and src.dtype != out.dtype
-                    ):
-                        # `cast` holds only with a call, which mypy does not carry through a bool.
-                        call.casts.append(  # type: ignore[union-attr]
-                            (dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape))
-                        )
+                if casting:
+                    # `casting` holds only with a call, which mypy does not carry through a bool.
+                    self._cast(call, args[0] if args else None, out)  # type: ignore[arg-type]
+                if row is not None and place is not None:
+                    self.backward.after(row, place, func, args, kwargs, out)
                 if self.after_dispatch is not None and checked and not own_dispatch(out):
-                    self.after_dispatch(func, args, kwargs, out, pre, call)
+                    self.after_dispatch(func, args, kwargs, out, pre, row or call)
         except Exception as exc:  # noqa: BLE001
             self.note_error(f"after {func}: {exc!r}")
         return out
+
+    def _cast(self, call: Call, src: Any, out: Any) -> None:
+        """A cast under `call`: one of its casts when it is the snippet's own (a backward call
+        counts every cast that ran under it), and maybe one autocast's cache keeps (`cast_cache`)."""
+        if self.cache is not None:
+            self.cache.cast(src, out, call)
+        if not (isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor)):
+            return
+        if src.dtype == out.dtype:
+            return
+        if call.direct:
+            call.casts.append((dtype_name(src.dtype), dtype_name(out.dtype), tuple(src.shape)))
 
     def _check_now(self, func: Any, call: Call | None) -> bool:
         """Whether the checks after an op (`after_dispatch`: overflow, underflow, absorption) run

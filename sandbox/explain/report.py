@@ -34,6 +34,26 @@ CastRecord = TypedDict("CastRecord", {"from": str, "to": str, "shape": list[int]
 """A cast autocast (or an explicit conversion) made of one input: dtype from, dtype to, its shape."""
 
 
+ReusedCast = TypedDict("ReusedCast", {"dtype": str, "shape": list[int], "line": int | None})
+"""A cast autocast's weight cache handed a call instead of casting again: its dtype, its shape,
+and the snippet line of the call that made it."""
+
+RegionKind = Literal[
+    "custom_fwd", "custom_fwd_cast", "custom_bwd", "recompute", "backward", "compiled"
+]
+
+
+class Region(TypedDict):
+    """What a call ran inside, besides the autocast state: a `custom_fwd` forward (with
+    `cast_inputs`, autocast off), `custom_fwd`'s own casts of the inputs, a `custom_bwd` backward,
+    checkpoint's recomputation during backward, other snippet code the backward pass ran (a hook,
+    an autograd Function's backward), or a `torch.compile` graph (not traced call by call)."""
+
+    kind: RegionKind
+    text: str
+    """In words, as the row's reason begins."""
+
+
 class OpRecord(TypedDict):
     """One user-level torch call, folded by (line, op, signature): `count` is how often it ran."""
 
@@ -54,6 +74,9 @@ class OpRecord(TypedDict):
     casts_total: NotRequired[int]
     error: NotRequired[str]
     """`Type: first line of the message` when the call raised."""
+    reused: NotRequired[list[ReusedCast]]
+    """Autocast's cached casts the call was handed (at most four), when any."""
+    region: NotRequired[Region]
 
 
 ScalerEventKind = Literal["scale", "unscale_", "inf_check", "step", "update", "misuse", "error"]
@@ -73,9 +96,21 @@ class ScalerEvent(TypedDict, total=False):
     explicit: bool
     """`unscale_`: called by the snippet (True) or inside `step()` (False)."""
     found_inf: bool
-    """`inf_check`: the gradients held inf/NaN."""
+    """`inf_check`, and `step` when `in_optimizer`: the gradients held inf/NaN."""
     taken: bool
-    """`step`: the optimizer step ran (False: skipped for inf/NaN gradients)."""
+    """`step`: `optimizer.step()` was called (False: GradScaler skipped it, inf/NaN gradients)."""
+    in_optimizer: bool
+    """`step`, always True when present: the optimizer unscales by itself
+    (`_step_supports_amp_scaling`, as `fused=True` ones do), so GradScaler called its `step()`
+    with `found_inf` set instead of skipping it; on inf/NaN the optimizer skipped its update."""
+    unchanged: bool
+    """`step` with `in_optimizer` and `found_inf`: the parameters and the optimizer state were
+    compared with copies taken before the step: True when none moved (new state all zeros)."""
+    state_created: int
+    """With `unchanged`: parameters whose optimizer state that step created."""
+    unscaled_loss: bool
+    """`step`, always True when present: the gradients it used came from `backward()` on a loss
+    `scale()` never multiplied (the step's `misuse` event says so)."""
     old_scale: Number | None
     """`update`: the scale before."""
     new_scale: Number | None
@@ -90,7 +125,9 @@ class ScalerEvent(TypedDict, total=False):
     """`misuse` and `error`: the explanation, in a sentence."""
 
 
-HazardKind = Literal["overflow", "underflow", "absorption"]
+HazardKind = Literal["overflow", "underflow", "absorption", "stale_cast", "cast_dtype"]
+"""Float16/bfloat16 numerics, and autocast's weight cache: a cached cast reused after its weight
+changed in place (`stale_cast`), or handed to a region of another dtype (`cast_dtype`)."""
 
 
 class Hazard(TypedDict):

@@ -50,14 +50,16 @@ def summarize(report: Report) -> list[str]:
             break
 
     seen_kinds: set[str] = set()
+    explained = (error.get("explanation") if error else None) or ""
     for hz in report.get("hazards", []):
+        if hz["kind"] == "cast_dtype" and "weight cache" in explained:
+            continue  # the error's own sentence already names the cache
         if hz["kind"] not in seen_kinds and len(seen_kinds) < 2:
             seen_kinds.add(hz["kind"])
             out.append(_sentence(hz["message"]))
 
-    skip = _scaler_skip_sentence(events)
-    if skip:
-        out.append(skip)
+    out.extend(_scaler_skip_sentences(events))
+    out.extend(_mechanism_sentences(ops, report.get("hazards", [])))
 
     cast = next((o for o in ops if o["reason"].startswith("cast to")), None)
     if cast is not None:
@@ -97,6 +99,33 @@ def summarize(report: Report) -> list[str]:
     return out[:MAX_SENTENCES]
 
 
+_REGION_ORDER = ("compiled", "custom_fwd_cast", "recompute", "custom_bwd", "custom_fwd", "backward")
+
+
+def _mechanism_sentences(ops: list[OpRecord], hazards: list[Any]) -> list[str]:
+    """At most two rows whose dtype a mechanism besides plain autocast explains, in their own
+    words (the row's reason names it): a torch.compile graph, custom_fwd's casts, checkpoint's
+    recomputation, a custom_bwd backward; or a call handed autocast's cached casts when no
+    hazard already says so."""
+    out: list[str] = []
+    for kind in _REGION_ORDER:
+        rows = [o for o in ops if _region_kind(o) == kind and o["output"]]
+        changed = [o for o in rows if o["casts"] or _out_dtype(o) in ("float16", "bfloat16")]
+        if rows and len(out) < 2:
+            o = (changed or rows)[0]
+            out.append(f"{o['name']}{_line(o['line'])}: {o['reason']}.")
+    cached = {h.get("line") for h in hazards if h.get("kind") in ("stale_cast", "cast_dtype")}
+    reused = next((o for o in ops if o.get("reused") and o["line"] not in cached), None)
+    if reused is not None and len(out) < 2:
+        out.append(f"{reused['name']}{_line(reused['line'])}: {reused['reason']}.")
+    return out
+
+
+def _region_kind(op: OpRecord) -> str | None:
+    region = op.get("region")
+    return region["kind"] if region else None
+
+
 def _plain_sentence(ops: list[OpRecord]) -> str | None:
     """What the first op on tensors did when autocast played no part (created tensors aside)."""
     candidates = [
@@ -104,6 +133,7 @@ def _plain_sentence(ops: list[OpRecord]) -> str | None:
         for o in ops
         if o["output"]
         and not o.get("error")
+        and not o.get("region")
         and any(not i["dtype"].startswith("python") for i in o["inputs"])
     ]
     if not candidates:
@@ -152,34 +182,68 @@ def _sentence(text: str) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def _scaler_skip_sentence(events: list[ScalerEvent]) -> str | None:
-    skipped = [e for e in events if e.get("event") == "step" and e.get("taken") is False]
-    if not skipped:
-        return None
-    n = sum(e.get("count", 1) for e in skipped)
+def _lowered(events: list[ScalerEvent]) -> str:
+    """ ", and update() halved the scale from A to B" when an update lowered it, else ""."""
     updates = [e for e in events if e.get("event") == "update" and e.get("change") != "unchanged"]
     # float(): a non-finite scale is "inf" or "nan" in the plain report, which `<` cannot compare.
     lowered = [
         e for e in updates if float(e.get("new_scale") or 0) < float(e.get("old_scale") or 0)
     ]
-    what = (
-        f"skipped the optimizer step{_line(skipped[0].get('line'))}"
-        if n == 1
-        else f"skipped {n} optimizer steps{_line(skipped[0].get('line'))}"
+    if not lowered:
+        return ""
+    first, last = lowered[0], lowered[-1]
+    verb = (
+        "halved"
+        if len(lowered) == 1 and first.get("count", 1) == 1 and first.get("change") == "halved"
+        else "lowered"
     )
-    text = f"GradScaler {what} because the gradients held inf/NaN"
-    if lowered:
-        first, last = lowered[0], lowered[-1]
-        verb = (
-            "halved"
-            if len(lowered) == 1 and first.get("count", 1) == 1 and first.get("change") == "halved"
-            else "lowered"
+    return (
+        f", and update() {verb} the scale from {_g(first.get('old_scale'))} to "
+        f"{_g(last.get('new_scale'))}"
+    )
+
+
+def _scaler_skip_sentences(events: list[ScalerEvent]) -> list[str]:
+    """Steps GradScaler skipped, and steps it left to an optimizer that unscales by itself."""
+    steps = [e for e in events if e.get("event") == "step"]
+    skipped = [e for e in steps if e.get("taken") is False]
+    inside = [e for e in steps if e.get("in_optimizer") and e.get("found_inf")]
+    out = []
+    if skipped:
+        n = sum(e.get("count", 1) for e in skipped)
+        what = (
+            f"skipped the optimizer step{_line(skipped[0].get('line'))}"
+            if n == 1
+            else f"skipped {n} optimizer steps{_line(skipped[0].get('line'))}"
         )
-        text += (
-            f", and update() {verb} the scale from {_g(first.get('old_scale'))} to "
-            f"{_g(last.get('new_scale'))}"
-        )
-    return text + "."
+        out.append(f"GradScaler {what} because the gradients held inf/NaN{_lowered(events)}.")
+    if inside:
+        out.append(_in_optimizer_sentence(inside) + ("" if skipped else _lowered(events)) + ".")
+    return out
+
+
+def _in_optimizer_sentence(inside: list[ScalerEvent]) -> str:
+    """Steps of an optimizer that unscales by itself (`fused=True`), called with found_inf set:
+    GradScaler did not skip them; the optimizer skipped its own update."""
+    first = inside[0]
+    n = sum(e.get("count", 1) for e in inside)
+    which = "its step()" if n == 1 else f"its step() {n} times"
+    text = (
+        f"GradScaler found inf/NaN gradients{_line(first.get('line'))} but did not skip the "
+        "step: the optimizer unscales by itself (as fused=True ones do), so scaler.step called "
+        f"{which} with found_inf set"
+    )
+    created = sum(e.get("state_created", 0) * e.get("count", 1) for e in inside)
+    if all(e.get("unchanged") is True for e in inside):
+        text += ", and that step left the parameters and the optimizer's moments unchanged"
+        if created:
+            params = "parameter" if created == 1 else "parameters"
+            text += f" but created optimizer state for {created} {params}"
+    elif any(e.get("unchanged") is False for e in inside):
+        text += ", and that step changed the parameters or the optimizer's state"
+    else:
+        text += " for it to skip its own update (too large to compare before and after)"
+    return text
 
 
 def _scaler_steady_sentence(events: list[ScalerEvent]) -> str | None:
@@ -190,13 +254,21 @@ def _scaler_steady_sentence(events: list[ScalerEvent]) -> str | None:
             'GradScaler("cuda") on a machine without CUDA), so it neither scaled the loss nor '
             "checked the gradients."
         )
-    steps = [e for e in events if e.get("event") == "step" and e.get("taken") is True]
-    if not steps or any(e.get("event") == "step" and e.get("taken") is False for e in events):
+    steps = [e for e in events if e.get("event") == "step"]
+    if not steps or any(e.get("taken") is False or e.get("found_inf") for e in steps):
         return None
     n = sum(e.get("count", 1) for e in steps)
+    unscaled = sum(e.get("count", 1) for e in steps if e.get("unscaled_loss"))
     scale = next((e.get("scale") for e in events if e.get("event") == "scale"), None)
-    scaled = f"multiplied the loss by {_g(scale)} and " if scale is not None else ""
     took = "took the optimizer step" if n == 1 else f"took all {n} optimizer steps"
-    return (
-        f"GradScaler {scaled}{took}{_line(steps[0].get('line'))}: no inf/NaN gradients were found."
-    )
+    where = _line(steps[0].get("line"))
+    if unscaled:
+        # counted from what happened: a step after backward() of an unscaled loss is no scaled step
+        scaled = n - unscaled
+        return (
+            f"GradScaler {took}{where} with no inf/NaN gradients found, but only {scaled} of "
+            f"them followed a loss it had multiplied by {_g(scale)}: {unscaled} used gradients "
+            "of an unscaled loss."
+        )
+    scaled_by = f"multiplied the loss by {_g(scale)} and " if scale is not None else ""
+    return f"GradScaler {scaled_by}{took}{where}: no inf/NaN gradients were found."

@@ -26,7 +26,7 @@ import pytest
 
 from app.bank.load import load_bank
 from sandbox import Limits, Sandbox
-from sandbox.explain.calls import AUTOCAST_PROMOTE
+from sandbox.explain.reasons import AUTOCAST_PROMOTE
 from tests.sandbox.explain.torch_reference import (
     compare,
     ops_of_explanation,

@@ -96,3 +96,14 @@ def test_print_output_is_untouched(explain: Explain) -> None:
     """)
     assert stdout == "tensor([[1., 1.],\n        [1., 1.]])\ntorch.float32 torch.Size([2, 2])\n"
     assert not [op for op in report["ops"] if "repr" in op["name"] or "format" in op["name"]]
+
+
+def test_the_pools_bounds_name_every_kind_the_report_declares() -> None:
+    """The pool checks kinds by name without importing the explainer: the same names."""
+    from typing import get_args
+
+    from sandbox import claims
+    from sandbox.explain.report import HazardKind, RegionKind
+
+    assert set(claims.HAZARD_KINDS) == set(get_args(HazardKind))
+    assert set(claims.REGION_KINDS) == set(get_args(RegionKind))

@@ -191,6 +191,14 @@ def reference_snippet(code: str) -> str:
     )
 
 
+UNSEEN_BY_DEBUGMODE = frozenset(
+    {"custom_fwd_cast", "recompute", "custom_bwd", "backward", "compiled"}
+)
+"""Rows of ours that DebugMode's own record has no row for: what the backward pass ran of the
+snippet's code (its casts are the backward row's in both accounts), custom_fwd's casts of its
+inputs (made by torch's code, which DebugMode counts as no call of the snippet's), and what a
+torch.compile graph computes (read from the graph, not traced as it runs)."""
+
 Key = tuple[int, str, str | None, tuple[tuple[str, str, tuple[int, ...]], ...] | None]
 """(snippet line, call name, output dtype, casts autocast inserted, or None outside autocast)."""
 
@@ -212,6 +220,8 @@ def ops_of_explanation(report: dict[str, Any]) -> Counter[Key]:
     assert not report.get("ops_truncated"), "the explanation's op list was truncated"
     counts: Counter[Key] = Counter()
     for op in report["ops"]:
+        if (op.get("region") or {}).get("kind") in UNSEEN_BY_DEBUGMODE:
+            continue
         out = op["output"]["dtype"] if op.get("output") else None
         casts = None
         if op.get("autocast") is not None:
