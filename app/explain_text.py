@@ -52,7 +52,7 @@ def what_happened(run: dict[str, Any]) -> list[str]:
 
 
 _COLUMNS = ("line", "op", "inputs", "output", "autocast", "casts", "reason", "calls")
-_MAX_WIDTH = {"op": 32, "inputs": 30, "output": 20, "autocast": 14, "casts": 22}
+_MAX_WIDTH = {"op": 32, "inputs": 30, "output": 20, "autocast": 14, "casts": 44}
 _MIN_REASON = 48
 """The "why" column takes what the terminal leaves; at least this much (it wraps on a narrow one)."""
 
@@ -96,7 +96,15 @@ def _op_row(op: dict[str, Any]) -> dict[str, str]:
             cast_text += f" (+{extra})"
     else:
         cast_text = "-"
+    reused = [r for r in op.get("reused") or [] if isinstance(r, dict)]
+    if reused:
+        lines = sorted({str(r.get("line")) for r in reused if r.get("line") is not None})
+        made = f" (line {', '.join(lines)})" if lines else ""
+        text = f"{len(reused)}× cached{made}"
+        cast_text = text if cast_text == "-" else f"{cast_text}, {text}"
     count = op.get("count", 1) or 1
+    region = op.get("region")
+    compiled = isinstance(region, dict) and region.get("kind") == "compiled"
     return {
         "line": "" if op.get("line") is None else str(op["line"]),
         "op": str(op.get("name", "?")),
@@ -105,7 +113,7 @@ def _op_row(op: dict[str, Any]) -> dict[str, str]:
         "autocast": autocast,
         "casts": cast_text,
         "reason": str(op.get("reason", "")),
-        "calls": f"× {count}" if count > 1 else "",
+        "calls": (("graph" if compiled else "") + (f" × {count}" if count > 1 else "")).strip(),
     }
 
 
@@ -128,6 +136,29 @@ def _table(rows: list[dict[str, str]], columns: int | None) -> list[str]:
     return [fmt(header), rule, *(fmt(r) for r in clipped)]
 
 
+def step_text(ev: dict[str, Any]) -> str:
+    """A GradScaler step event in words (the web's run page says the same)."""
+    if ev.get("enabled") is False:
+        return "scaler disabled: plain optimizer.step()"
+    if ev.get("in_optimizer"):
+        if not ev.get("found_inf"):
+            return "taken (the optimizer unscaled the gradients itself)"
+        text = "optimizer.step() called with found_inf set"
+        if ev.get("unchanged") is True:
+            created = ev.get("state_created") or 0
+            made = f"; state created for {created}" if created else ""
+            text += f": the optimizer skipped its update (parameters and moments unchanged{made})"
+        elif ev.get("unchanged") is False:
+            text += ", yet the parameters or the optimizer's state changed"
+        else:
+            text += ": the optimizer skips its own update"
+        return text
+    text = "taken" if ev.get("taken") else "SKIPPED (inf/NaN gradients)"
+    if ev.get("unscaled_loss"):
+        text += " (its gradients came from an unscaled loss)"
+    return text
+
+
 def _scaler_line(ev: dict[str, Any]) -> str:
     kind = str(ev.get("event", "?"))
     where = f"line {ev['line']}" if ev.get("line") is not None else "line ?"
@@ -142,10 +173,7 @@ def _scaler_line(ev: dict[str, Any]) -> str:
     elif kind == "inf_check":
         text = "found inf/NaN" if ev.get("found_inf") else "no inf/NaN"
     elif kind == "step":
-        if ev.get("enabled") is False:
-            text = "scaler disabled: plain optimizer.step()"
-        else:
-            text = "taken" if ev.get("taken") else "SKIPPED (inf/NaN gradients)"
+        text = step_text(ev)
     elif kind == "update":
         text = (
             f"{_num(ev.get('old_scale'))} → {_num(ev.get('new_scale'))} ({ev.get('change', '')})"

@@ -202,6 +202,9 @@ def _one_of(*values: str) -> Check:
 
 
 _LINE = _opt(_count)
+REGION_KINDS = ("custom_fwd", "custom_fwd_cast", "custom_bwd", "recompute", "backward", "compiled")
+HAZARD_KINDS = ("overflow", "underflow", "absorption", "stale_cast", "cast_dtype")
+"""As `sandbox.explain.report` declares them (`RegionKind`, `HazardKind`; a test holds them equal)."""
 _TENSOR = _record({"dtype": _str(64), "shape": _list(_count, 64), "device": _opt(_str(64))})
 _OP = _record(
     {
@@ -210,7 +213,11 @@ _OP = _record(
         "casts": _list(_record({"from": _str(64), "to": _str(64), "shape": _list(_count, 64)}), 4),
         "reason": _str(_LONG),
     },
-    {"inputs_total": _count, "casts_total": _count, "error": _str(_SHORT)},
+    {
+        "inputs_total": _count, "casts_total": _count, "error": _str(_SHORT),
+        "reused": _list(_record({"dtype": _str(64), "shape": _list(_count, 64), "line": _LINE}), 4),
+        "region": _record({"kind": _one_of(*REGION_KINDS), "text": _str(_SHORT)}),
+    },
 )  # fmt: skip
 _SCALER_EVENT = _record(
     {"event": _one_of("scale", "unscale_", "inf_check", "step", "update", "misuse", "error"), "line": _LINE, "count": _count},
@@ -218,11 +225,12 @@ _SCALER_EVENT = _record(
         "enabled": _flag, "scale": _opt(_number), "explicit": _flag, "found_inf": _flag, "taken": _flag,
         "old_scale": _opt(_number), "new_scale": _opt(_number), "call": _str(64), "error": _str(_SHORT),
         "change": _one_of("unchanged", "halved", "doubled", "lowered", "raised"), "message": _str(_LONG),
+        "in_optimizer": _flag, "unchanged": _flag, "state_created": _count, "unscaled_loss": _flag,
     },
 )  # fmt: skip
 _HAZARD = _record(
     {
-        "kind": _one_of("overflow", "underflow", "absorption"), "line": _LINE, "op": _str(_SHORT),
+        "kind": _one_of(*HAZARD_KINDS), "line": _LINE, "op": _str(_SHORT),
         "aten": _str(_SHORT), "dtype": _str(64), "count": _count, "message": _str(_LONG),
     }
 )  # fmt: skip

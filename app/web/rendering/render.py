@@ -26,7 +26,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from app.explain_text import what_happened
+from app.explain_text import step_text, what_happened
 from app.grading import LONGEST_PREDICTION
 from app.mutate.cards import diff_lines
 from app.review import STATUS_LABELS
@@ -133,6 +133,37 @@ def cast_desc(cast: Any) -> str:
     return f"{cast.get('from', '?')} → {cast.get('to', '?')}{dims}"
 
 
+def reused_desc(reused: Any) -> str:
+    """A cast autocast's weight cache handed a call: `bfloat16 [4, 8], cached on line 9`."""
+    if not isinstance(reused, dict):
+        return str(reused)
+    shape = reused.get("shape")
+    dims = (
+        f" [{', '.join(str(s) for s in shape)}]"
+        if isinstance(shape, (list, tuple)) and shape
+        else ""
+    )
+    line = reused.get("line")
+    made = f", cast on line {line}" if line is not None else ""
+    return f"reused the cached {reused.get('dtype', '?')}{dims} copy{made}"
+
+
+_REGION_LABELS = {
+    "compiled": "compiled graph",
+    "custom_fwd": "custom_fwd",
+    "custom_fwd_cast": "custom_fwd cast",
+    "custom_bwd": "custom_bwd",
+    "recompute": "recomputed",
+    "backward": "in backward",
+}
+
+
+def region_label(region: Any) -> str:
+    """A short label for what a traced call ran inside (`Region.kind`); the reason says the rest."""
+    kind = region.get("kind") if isinstance(region, dict) else None
+    return _REGION_LABELS.get(str(kind), str(kind or ""))
+
+
 def _num(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value))
@@ -154,6 +185,8 @@ def scaler_desc(event: Any) -> str:
             "inf/NaN found in the gradients" if event.get("found_inf") else "gradients all finite"
         )
     if kind == "step":
+        if event.get("in_optimizer") or event.get("unscaled_loss"):
+            return step_text(event)
         return (
             "optimizer.step() ran"
             if event.get("taken")
@@ -327,6 +360,8 @@ def make_templates() -> Jinja2Templates:
         tensor=tensor_desc,
         autocast=autocast_desc,
         cast=cast_desc,
+        reused=reused_desc,
+        region=region_label,
         scaler=scaler_desc,
         as_list=as_list,
         ms=ms,
