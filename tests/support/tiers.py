@@ -67,6 +67,7 @@ IN_PROCESS_BUT_SLOW: dict[str, tuple[str, ...]] = {
         "tests/sandbox/explain/test_agrees_with_torch.py::test_op_probes_agree_with_debugmode_and_name_the_list_torch_uses",
         "tests/questions/test_bank.py::test_every_key_agrees_with_the_run_learners_are_shown",
         "tests/app/mutate/test_bank.py",
+        "tests/app/mutate/test_committed_record.py::test_the_committed_record_matches_the_bank_and_the_rules",
         "tests/app/export/test_qti.py::test_the_real_bank_exports_whole",
         "tests/app/web/test_pages.py::test_every_question_in_the_real_bank_renders",
     ),
