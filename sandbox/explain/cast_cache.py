@@ -31,6 +31,7 @@ import torch
 
 from sandbox.explain.calls import BACKWARD_NAMES, CONVERSIONS, Call, dtype_name
 from sandbox.explain.report import HazardKind
+from sandbox.explain.unseen import own_dispatch
 from sandbox.frames import snippet_line
 
 MAX_COMPARE_NUMEL = 1 << 20
@@ -88,7 +89,7 @@ class CastCache:
             line = snippet_line(self.filename)
             on = f" on line {line}" if line is not None else ""
             params = [p for g in optimizer.param_groups for p in g["params"]]
-            self.wrote(params, f"{type(optimizer).__name__}.step(){on}")
+            self.wrote(params, f"{type(optimizer).__name__[:80]}.step(){on}")
         except Exception:  # noqa: BLE001, S110 - a snippet's optimizer may be anything
             pass
 
@@ -181,7 +182,12 @@ class CastCache:
             )
             return
         source = copy.source()
-        if source is None or source.numel() > MAX_COMPARE_NUMEL:
+        if (
+            source is None
+            or own_dispatch(source)
+            or own_dispatch(cached)
+            or source.numel() > MAX_COMPARE_NUMEL
+        ):
             return
         fresh = source.detach().to(cached.dtype)
         if fresh.shape == cached.shape and torch.equal(fresh, cached.detach()):

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from sandbox.explain.unseen import own_dispatch
+
 MAX_SNAPSHOT_NUMEL = 1 << 22
 """Values copied at most per step to compare; past it the step is described but not compared."""
 
@@ -43,7 +45,7 @@ class FusedStepProbe:
 
     def before(self, optimizer: Any) -> None:
         found = getattr(optimizer, "found_inf", None)
-        if not isinstance(found, torch.Tensor):
+        if not isinstance(found, torch.Tensor) or own_dispatch(found):
             return
         inf = bool(found.detach().ne(0).any())
         snapshot = self._snapshot(optimizer) if inf else None
@@ -57,8 +59,8 @@ class FusedStepProbe:
         numel = sum(p.numel() for p in params) + sum(
             t.numel() for ts in state.values() for _, t in ts
         )
-        if numel > MAX_SNAPSHOT_NUMEL:
-            return None
+        if numel > MAX_SNAPSHOT_NUMEL or any(own_dispatch(p) for p in params):
+            return None  # a tensor subclass of the snippet's would see the copies being made
         return [
             (p, p.detach().clone(), {k: t.detach().clone() for k, t in state[id(p)]})
             for p in params

@@ -19,6 +19,8 @@ MAX_INPUTS = 6
 MAX_CASTS = 4
 Described = tuple[str, tuple[int, ...], str | None]
 """(dtype, shape, device) of a tensor (or a Python float), as `calls.describe_inputs` gives it."""
+MAX_NAME, MAX_REASON = 280, 1900
+"""Below the pool's bounds for an op's name and region words (300) and its reason (2000)."""
 MAX_SIGNATURES = 20_000
 """Distinct call signatures remembered for counting once the visible trace is full."""
 
@@ -72,6 +74,9 @@ class OpRows:
         error: str | None = None,
     ) -> OpRecord | None:
         """Fold a row into the ops (or count it past the cap); the row's entry, if shown."""
+        # Names and words can come from the snippet (a function's name in a region, a class's):
+        # kept inside the pool's bounds (`sandbox.claims`), so no row drops the whole report.
+        reason = reason[:MAX_REASON]
         casts = call.casts
         casts_key = tuple(casts[:MAX_CASTS]) + ((len(casts),) if len(casts) > MAX_CASTS else ())
         reused = tuple(call.reused[:MAX_CASTS])
@@ -82,7 +87,7 @@ class OpRows:
             entry = None
             if len(self.ops) < self.max_ops:
                 entry = {
-                    "name": call.name,
+                    "name": call.name[:MAX_NAME],
                     "line": call.line,
                     "count": 0,
                     "inputs": [_desc_dict(d) for d in inputs[:MAX_INPUTS]],
@@ -106,7 +111,7 @@ class OpRows:
                         {"dtype": r[0], "shape": list(r[1]), "line": r[2]} for r in reused
                     ]
                 if call.region is not None:
-                    entry["region"] = {"kind": call.region[0], "text": call.region[1]}
+                    entry["region"] = {"kind": call.region[0], "text": call.region[1][:MAX_NAME]}
                 self.ops.append(entry)
             else:
                 self.truncated = True

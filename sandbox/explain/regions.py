@@ -19,9 +19,10 @@ Runs in: the runner (part of the explanation). Only torch and the standard libra
 from __future__ import annotations
 
 import os
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any, NamedTuple
 
+import torch
 import torch.amp.autocast_mode as _amp
 import torch.autograd.graph as _graph
 
@@ -58,7 +59,17 @@ def is_recomputing(code: CodeType) -> bool:
 
 
 def _name(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "forward")
+    """A function's qualified name, read only off a plain function (a snippet's callable object
+    could run code of its own on an attribute read), and kept short."""
+    if isinstance(fn, FunctionType):
+        return fn.__qualname__[:80]
+    return type(fn).__name__[:80]
+
+
+def _dtype(value: Any) -> str:
+    """`torch.float32` for a dtype; anything else is not formatted (its `__format__` is the
+    snippet's code)."""
+    return str(value) if isinstance(value, torch.dtype) else "?"
 
 
 def _locals(frame: FrameType) -> dict[str, Any]:
@@ -72,7 +83,7 @@ def _forward_region(frame: FrameType) -> Found:
     """The words for calls inside a `custom_fwd`-decorated forward (`frame` is `decorate_fwd`'s)."""
     seen = _locals(frame)
     fwd = _name(seen.get("fwd"))
-    cast = seen.get("cast_inputs")
+    cast = _dtype(seen.get("cast_inputs")) if seen.get("cast_inputs") is not None else None
     if cast is None:
         return Found(
             "custom_fwd",
@@ -158,7 +169,8 @@ def cast_region(frame: FrameType) -> Found | None:
             seen = _locals(f)
             fwd = _name(seen.get("fwd"))
             return Found(
-                "custom_fwd_cast", f"custom_fwd(cast_inputs={seen.get('cast_inputs')}) of {fwd}"
+                "custom_fwd_cast",
+                f"custom_fwd(cast_inputs={_dtype(seen.get('cast_inputs'))}) of {fwd}",
             )
         f = f.f_back
     return None
