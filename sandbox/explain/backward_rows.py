@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -38,6 +38,17 @@ _QUIET = frozenset(
 """Aten ops that compute nothing worth a row of their own (their casts go to the next op)."""
 
 
+_ON, _STOP, _SNIPPET, _RECOMPUTING = range(4)
+
+
+def _classify(code: CodeType, filename: str) -> int:
+    if code is ENGINE_RUN or code.co_filename.endswith(_AUTOGRAD):
+        return _STOP
+    if code.co_filename == filename and code.co_name != STAND_IN:
+        return _SNIPPET
+    return _RECOMPUTING if is_recomputing(code) else _ON
+
+
 class BackwardRows:
     """The backward call under way, and the casts waiting for their op, by place."""
 
@@ -48,6 +59,7 @@ class BackwardRows:
         """The backward call's line (None: unknown); False while no backward is under way."""
         self._pending: dict[tuple[Any, ...], tuple[list[Any], Any, Any, Any]] = {}
         """By place: (the casts waiting, the place, the last one's arguments and output)."""
+        self._kinds: dict[CodeType, int] = {}
 
     def enter(self, call: Call) -> None:
         self.call, self.line = call, call.line
@@ -64,16 +76,23 @@ class BackwardRows:
 
     def place(self) -> tuple[int, Found] | None:
         """(snippet line, region) of the aten op being dispatched now, when the snippet's own code
-        made it during backward; None for the engine's own gradient ops."""
-        f: FrameType | None = sys._getframe(3)  # above: `on_dispatch`, the dispatch mode
+        made it during backward; None for the engine's own gradient ops. Every aten op of a
+        backward pass asks: each frame's code is classified once (`_kinds`)."""
+        f: FrameType | None = sys._getframe(2)  # the dispatch mode's frame, then up
         filename = self.tracer.filename
         for _ in range(MAX_FRAMES):
-            if f is None or f.f_code is ENGINE_RUN or f.f_code.co_filename.endswith(_AUTOGRAD):
+            if f is None:
+                return None
+            code = f.f_code
+            kind = self._kinds.get(code)
+            if kind is None:
+                kind = self._kinds[code] = _classify(code, filename)
+            if kind == _STOP:
                 return None  # the engine's own ops, or backward()'s own work before it starts
-            if f.f_code.co_filename == filename and f.f_code.co_name != STAND_IN:
+            if kind == _SNIPPET:
                 found = region_of(f, filename, self.line)
                 return (f.f_lineno, found) if found is not None else None
-            if is_recomputing(f.f_code):  # checkpoint of torch's code (an nn.Module) alone
+            if kind == _RECOMPUTING:  # checkpoint of torch's code (an nn.Module) alone
                 found = region_of(f, filename, self.line)
                 line = self.line if isinstance(self.line, int) else None
                 return (line, found) if found is not None and line is not None else None

@@ -73,6 +73,7 @@ class CastCache:
 
     @property
     def live(self) -> bool:
+        """Whether any cached copy is remembered (the tracer asks before every aten op)."""
         return bool(self._copies)
 
     def install(self) -> Any:

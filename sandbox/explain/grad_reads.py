@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from sandbox.explain.calls import op_name
+from sandbox.explain.calls import NAMES, op_name
 from sandbox.frames import is_sandbox_file
 
-GRAD = torch._C.TensorBase.grad
+GRAD: Any = vars(torch._C.TensorBase)["grad"]
 """`p.grad`'s descriptor: a read of it reaches the function mode as its bound `__get__`."""
+NAMES[GRAD.__get__] = None  # a property read, never a row: the mode's fast path takes it
 
 NORMS = frozenset(
     {
@@ -59,6 +60,7 @@ CLAMPS = frozenset(
         "Tensor.clamp_max_",
     }
 )
+READERS = NORMS | CLAMPS
 _WRAPPERS = frozenset({"_no_grad_wrapper", "wrapper", "inner", "decorate_context", "_fn"})
 """Frames of decorators between the snippet and the function it called (`clip_grad_norm_` is
 wrapped in one), skipped when naming that function."""
@@ -124,17 +126,18 @@ class ScaledGrads:
         """After a `p.grad` read: remember the tensor if it is not unscaled yet."""
         if (
             isinstance(out, torch.Tensor)
+            and id(out) not in self._read  # read again and again (scaler, optimizer, zero_grad)
             and not self._known(self._unscaled, out)
             and len(self._read) < 4096
         ):
             self._read[id(out)] = weakref.ref(out)
 
+    def watches(self, func: Any) -> bool:
+        """Whether `before_call` has anything to check for this call (no tensor is read)."""
+        return bool(self._read) and op_name(func) in READERS
+
     def before_call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not self._read:
-            return
-        name = op_name(func)
-        if name not in NORMS and name not in CLAMPS:
-            return
+        name = op_name(func) or "?"  # `watches` said it has one
         scaled = [
             t
             for t in _tensors(args, kwargs)
@@ -145,10 +148,7 @@ class ScaledGrads:
         if not scaled:
             return
         line, called = self._snippet_call(sys._getframe(1))
-        key = (
-            line,
-            called or name,
-        )  # one finding per call of the snippet's (clamp_min_, clamp_max_)
+        key = (line, called or name)  # one per call of the snippet's (clamp_min_ and clamp_max_)
         if key in self._flagged or len(self._flagged) >= 16:
             return
         self._flagged.add(key)

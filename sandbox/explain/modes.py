@@ -46,13 +46,12 @@ class FunctionMode(TorchFunctionMode):
         if caller.f_code is HANDING_OVER:  # a Python function of torch's handed the call over
             caller = caller_of(func, caller)
         call = called_from(caller)
-        grads = self.tracer.grads
-        if grads is not None and grads.pending and getattr(func, "__self__", None) is GRAD:
-            out = call(func, args, kwargs)  # a `p.grad` read while gradients may be scaled
-            grads.saw_grad(out)
-            return out
         if NAMES.get(func, "") is None:
-            return call(func, args, kwargs)
+            out = call(func, args, kwargs)
+            grads = self.tracer.grads
+            if grads is not None and grads.pending and getattr(func, "__self__", None) is GRAD:
+                grads.saw_grad(out)  # a `p.grad` read while gradients may be scaled
+            return out
         return self.tracer.on_function(func, args, kwargs, call)
 
 

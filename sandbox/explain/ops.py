@@ -135,7 +135,7 @@ class OpTracer(OpRows):
         """
         if self.paused or torch._C._autograd._profiler_enabled():
             return through(func, args, kwargs)
-        if self.grads is not None and self.grads.pending:
+        if self.grads is not None and self.grads.pending and self.grads.watches(func):
             try:
                 with self.pause():
                     self.grads.before_call(func, args, kwargs)
@@ -256,7 +256,7 @@ class OpTracer(OpRows):
             if place is not None:
                 row = self.backward.row_call(place, func)
         cache = self.cache
-        if cache is not None and cache.live and call is not None:
+        if cache is not None and call is not None and cache.live:
             try:
                 cache.handed(args, row or call)
             except Exception as exc:  # noqa: BLE001

@@ -115,6 +115,8 @@ def region_of(frame: FrameType | None, filename: str, backward_line: Any) -> Fou
     backward (`backward_line`: the line of the backward call, `False` when not in one) it goes
     on through torch's frames, up to the engine's entry, looking for checkpoint's or custom_bwd's."""
     in_backward = backward_line is not False
+    if not in_backward and frame is not None and frame.f_code.co_name == "<module>":
+        return None  # the snippet's top level runs inside no decorator: most calls stop here
     on = f" on line {backward_line}" if isinstance(backward_line, int) else ""
     f = frame
     for _ in range(MAX_FRAMES):

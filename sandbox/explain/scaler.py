@@ -159,18 +159,19 @@ class ScalerMonitor:
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if torch.compiler.is_compiling():
             return  # compiled, dynamo would trace this hook into the snippet's graph (and break it)
+        if self._in_step and not handles_scaling(optimizer):
+            return  # called by scaler.step, which reports it
         try:
             with self.tracer.pause():
-                if self._in_step:  # called by scaler.step
-                    if handles_scaling(optimizer):
-                        self._fused.before(optimizer)
+                if self._in_step:
+                    self._fused.before(optimizer)
                     return
                 self._direct_step(optimizer)
         except Exception:  # noqa: BLE001, S110
             pass
 
     def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if not self._in_step or torch.compiler.is_compiling():
+        if not self._in_step or torch.compiler.is_compiling() or not handles_scaling(optimizer):
             return
         try:
             with self.tracer.pause():
