@@ -134,7 +134,8 @@ def cast_desc(cast: Any) -> str:
 
 
 def reused_desc(reused: Any) -> str:
-    """A cast autocast's weight cache handed a call: `bfloat16 [4, 8], cached on line 9`."""
+    """A cast autocast's weight cache handed a call: `float32 → bfloat16 [4, 8] made on line 9,
+    reused from autocast's cache`."""
     if not isinstance(reused, dict):
         return str(reused)
     shape = reused.get("shape")
@@ -144,8 +145,9 @@ def reused_desc(reused: Any) -> str:
         else ""
     )
     line = reused.get("line")
-    made = f", cast on line {line}" if line is not None else ""
-    return f"reused the cached {reused.get('dtype', '?')}{dims} copy{made}"
+    made = f" made on line {line}," if line is not None else ""
+    # The page puts "cast " before each item of a row's casts: autocast caches float32 weights.
+    return f"float32 → {reused.get('dtype', '?')}{dims}{made} reused from autocast's cache"
 
 
 _REGION_LABELS = {
