@@ -143,7 +143,7 @@ def _in_place(how: str, out_dtype: str, floats: list[str], under_autocast: bool)
     text = f"wrote into {target}, so the result keeps that tensor's dtype ({out_dtype})"
     others = sorted({d for d in floats if d != out_dtype}, key=lambda d: _FLOAT_RANK[d])
     if others:
-        text += f"; the {' and '.join(others)} values were converted to it, not promoted"
+        text += f"; the {' and '.join(others)} values were converted to it (no widening)"
     if under_autocast:
         text += "; autocast does not cast in-place or out= ops"
     return text

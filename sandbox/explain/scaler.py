@@ -302,6 +302,7 @@ class ScalerMonitor:
             if before.get("unscaled_loss"):
                 event["unscaled_loss"] = True
             self.add(event)
+            self.grads.unscaled(opt)  # stepped: a later read is no read before the step
             self._backwards.clear()
         elif name == "update":
             old = before.get("old")

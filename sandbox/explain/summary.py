@@ -140,15 +140,17 @@ def _plain_sentence(ops: list[OpRecord]) -> str | None:
         return None
     # What changed a dtype says more than what kept one: a promotion, then an explicit cast (a
     # `.half()` came second to the `reshape` before it, which only followed its input).
-    promoted = [o for o in candidates if "promoted" in o["reason"]]
+    promoted = [o for o in candidates if "promoted to the widest" in o["reason"]]
     explicit = [o for o in candidates if o["reason"].startswith("explicit cast")]
     o = (promoted or explicit or candidates)[0]
     where = f"{o['name']}{_line(o['line'])}"
     dt = _out_dtype(o)
     if o["reason"].startswith("explicit cast"):
         return f"{where} converted its input to {dt} explicitly; no autocast was involved."
-    if "promoted" in o["reason"]:
+    if "promoted to the widest" in o["reason"]:
         return f"{where} ran outside autocast and returned {dt}, the widest of its inputs' dtypes."
+    if o["reason"].startswith("wrote into"):
+        return f"{where} {o['reason'].split(';')[0]}."
     if o["reason"].startswith("outside autocast"):
         return f"{where} ran outside autocast, so its output kept its inputs' dtype ({dt})."
     return f"{where} returned {dt} ({o['reason']})."
