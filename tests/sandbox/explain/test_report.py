@@ -69,14 +69,21 @@ def test_report_is_plain_json(explain: Explain) -> None:
 
 
 def test_tracing_is_installed_only_inside_the_with_block_and_exceptions_pass_through() -> None:
-    scale = torch.amp.GradScaler.scale
+    from torch._dynamo.output_graph import OutputGraph
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+
+    scale, compiler = torch.amp.GradScaler.scale, OutputGraph.call_user_compiler
+    hooks = (len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks))
     explainer = Explainer()
     assert torch.amp.GradScaler.scale is scale  # constructing installs nothing
     with pytest.raises(ZeroDivisionError), explainer:
         assert torch.amp.GradScaler.scale is not scale
+        assert OutputGraph.call_user_compiler is not compiler
         code = "import torch\ntorch.ones(2).sum()\n1 / 0\n"
         exec(compile(code, "<snippet>", "exec"), {})  # noqa: S102
     assert torch.amp.GradScaler.scale is scale
+    assert OutputGraph.call_user_compiler is compiler
+    assert (len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks)) == hooks
     assert torch._C._len_torch_function_stack() == 0
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
