@@ -91,6 +91,9 @@ def summarize(report: Report) -> list[str]:
         plain = _plain_sentence(ops)
         if plain:
             out.append(plain)
+            narrowed = _kept_by_writing_in_place(ops)
+            if narrowed and narrowed not in out:
+                out.append(narrowed)
     if not out:
         if ops:
             out.append(f"The snippet ran {report.get('calls_total', len(ops))} traced torch calls.")
@@ -154,6 +157,15 @@ def _plain_sentence(ops: list[OpRecord]) -> str | None:
     if o["reason"].startswith("outside autocast"):
         return f"{where} ran outside autocast, so its output kept its inputs' dtype ({dt})."
     return f"{where} returned {dt} ({o['reason']})."
+
+
+def _kept_by_writing_in_place(ops: list[OpRecord]) -> str | None:
+    """An in-place op whose result kept a dtype narrower than its widest input: the contrast with
+    promotion out of place (`acc + step` is float32, `acc.add_(step)` stays bfloat16)."""
+    for o in ops:
+        if o["reason"].startswith("wrote into") and "were converted to it" in o["reason"]:
+            return f"{o['name']}{_line(o['line'])} {o['reason'].split(';')[0]}."
+    return None
 
 
 def _without_autocast(ops: list[OpRecord], cast: OpRecord) -> str | None:
