@@ -77,10 +77,17 @@ def rendered(field: str, line: int | None, report: dict[str, Any], warnings: lis
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every snippet run by a fresh `python`, on one thread as a run has it, two at a time."""
+def fresh(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The selected snippets run by a fresh `python`, on one thread as a run has it, two at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
+    selected = sorted(
+        item.callspec.params["name"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_the_explanation_names_the_mechanism"
+    )
     root = tmp_path_factory.mktemp("fresh")
 
     def run(name: str) -> tuple[str, subprocess.CompletedProcess[str]]:
@@ -92,7 +99,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comp
         return name, done
 
     with ThreadPoolExecutor(max_workers=2) as ex:
-        return dict(ex.map(run, NAMES))
+        return dict(ex.map(run, selected))
 
 
 def test_every_mechanism_has_its_snippets() -> None:
