@@ -114,3 +114,43 @@ def test_an_empty_report_still_renders() -> None:
         {"summary": ["Only a sentence."], "ops": [], "scaler": [], "hazards": []}
     )
     assert text == "What happened\n  Only a sentence.\n"
+
+
+def test_the_mechanisms_fields_read_in_the_table_and_the_events() -> None:
+    """Cached casts in the casts column, a compiled graph's rows marked, a step an optimizer
+    skipped itself and a step on an unscaled loss each said in words."""
+    op = {"line": 9, "count": 3, "inputs": [], "output": None, "autocast": None, "casts": [],
+          "reason": "r", "name": "torch.nn.functional.linear"}  # fmt: skip
+    cached = {**op, "reused": [{"dtype": "bfloat16", "shape": [4, 4], "line": 7}] * 2,
+              "casts": [{"from": "float32", "to": "bfloat16", "shape": [2, 4]}]}  # fmt: skip
+    compiled = {
+        **op,
+        "line": 12,
+        "region": {"kind": "compiled", "text": "in a torch.compile graph"},
+    }
+    report = {
+        "summary": [],
+        "ops": [cached, compiled],
+        "scaler": [
+            {
+                "event": "step",
+                "line": 8,
+                "count": 1,
+                "taken": True,
+                "in_optimizer": True,
+                "found_inf": True,
+                "unchanged": True,
+                "state_created": 1,
+            },
+            {"event": "step", "line": 18, "count": 1, "taken": True, "unscaled_loss": True},
+        ],
+        "hazards": [],
+    }
+    text = format_explanation(report)
+    assert "1× float32→bfloat16, 2× cached (line 7)" in text
+    assert "graph × 3" in text
+    assert (
+        "optimizer.step() called with found_inf set: the optimizer skipped its update "
+        "(parameters and moments unchanged; state created for 1)"
+    ) in text
+    assert "taken (its gradients came from an unscaled loss)" in text
