@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from alembic import command
 from sqlalchemy import text
 
-from app.store import ReviewUpdate, Store
+from app.store import ReviewUpdate, Store, migrate
 from app.store.driver_statements import DriverQuery
 from tests.support.postgres import drop_connections
 
@@ -60,6 +61,8 @@ def test_a_database_from_before_the_summaries_gets_them_from_its_attempts(tmp_pa
     store = Store(url)
     _record_some(store)
     expected = store.learner_data("ann")
+    with migrate.migrating(store.engine) as conn:  # the first revision's tables, as then
+        command.downgrade(migrate.config(conn), migrate.FIRST)
     with store.engine.begin() as conn:  # as an earlier version left it: attempts, no summaries
         conn.execute(text("DROP TABLE last_answer"))
         conn.execute(text("DROP TABLE topic_score"))
