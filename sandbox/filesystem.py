@@ -33,10 +33,18 @@ import os
 import platform
 import stat
 
-from sandbox.isolation import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount
+from sandbox.isolation import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    mount,
+)
 from sandbox.static_sys import SYS_SYSTEM, static_sys
 
-MS_NOEXEC = 0x8
 MNT_DETACH = 2
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -31,6 +31,7 @@ from sandbox import filesystem
 from sandbox.isolation import (
     CLONE_NEWNS,
     MS_NODEV,
+    MS_NOEXEC,
     MS_NOSUID,
     MS_PRIVATE,
     MS_RDONLY,
@@ -41,7 +42,7 @@ from sandbox.isolation import (
     unshare,
 )
 
-_PROC_FLAGS = MS_NOSUID | MS_NODEV | filesystem.MS_NOEXEC
+_PROC_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC
 _OWN_TMP = ("/tmp", "/var/tmp")
 
 
@@ -104,7 +105,7 @@ def build(
             )
             # Read-only filesystems too, not only read-only mounts: every run's copy shares them.
             mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-            mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | filesystem.MS_NOEXEC)
+            mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
             # Each run mounts a fresh proc here: a host that refuses that gets no template.
             mount("proc", "/proc", "proc", _PROC_FLAGS)
             filesystem.unmount("/proc")

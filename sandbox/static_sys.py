@@ -13,9 +13,8 @@ from __future__ import annotations
 import glob
 import os
 
-from sandbox.isolation import MS_NODEV, MS_NOSUID, MS_RDONLY, MS_REMOUNT, mount
+from sandbox.isolation import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REMOUNT, mount
 
-MS_NOEXEC = 0x8  # mount(2)'s flag, as `sandbox.filesystem` names it; `isolation` has the others
 SYS_SYSTEM = "/sys/devices/system"
 SYS_CPU_FILES = (
     "cpu/online", "cpu/possible", "cpu/present", "cpu/offline", "cpu/kernel_max", "cpu/isolated",
